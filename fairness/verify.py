@@ -1,0 +1,235 @@
+"""Pure verification of a hand transcript, one named check at a time.
+
+The replay check runs an injected `replayer` (the rules core's replay entry), so this module
+never imports the engine. docs/fairness.md, "Verification", describes each check.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from fairness.commitments import (
+    NO_COMMITMENT,
+    NOT_REVEALED,
+    REVEALED,
+    canonical_json,
+    checkpoint_fields,
+    key_id,
+    leaf_bytes,
+    player_seed_commitment,
+    server_seed_commitment,
+    verify_signed,
+)
+from fairness.merkle import leaf_hash, verify_inclusion
+from fairness.shuffle import deal, parse_server_seed, validate_player_seed
+from fairness.transcript import SignedRecord, Transcript
+
+CHECKS = (
+    "signature",
+    "seed_commitments",
+    "server_seed_opening",
+    "deal_recomputation",
+    "replay",
+    "merkle_inclusion",
+    "checkpoint_signature",
+)
+
+Replayer = Callable[[dict[str, Any]], Mapping[str, Any]]
+"""Takes a `mesa rules replay` scenario, returns its output ({"events", "result", "awaiting"})."""
+
+PASS, FAIL, SKIPPED = "pass", "fail", "skipped"
+
+
+class CheckFailed(Exception):
+    """Raised inside a check with the reason it failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    name: str
+    status: str
+    detail: str = ""
+
+
+@dataclass(slots=True)
+class VerificationReport:
+    checks: list[CheckResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status == PASS for c in self.checks)
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if c.status != PASS]
+
+    def status(self, name: str) -> str:
+        return next(c.status for c in self.checks if c.name == name)
+
+
+def _record(t: Transcript) -> dict[str, Any]:
+    return t.commitment.record
+
+
+def _keys(t: Transcript, trusted: Sequence[bytes] | None) -> dict[str, bytes]:
+    if trusted is not None:
+        raw = list(trusted)
+    else:
+        raw = []
+        for h in t.public_keys:
+            if len(h) != 64:
+                raise CheckFailed("public key is not 64 hex digits")
+            raw.append(bytes.fromhex(h))
+    return {key_id(k): k for k in raw}
+
+
+def _check_signature(t: Transcript, trusted: Sequence[bytes] | None) -> None:
+    record = verify_signed(t.commitment.to_json(), _keys(t, trusted))
+    if record.get("type") != "commitment":
+        raise CheckFailed("signed record is not a commitment record")
+
+
+def _check_seed_commitments(t: Transcript) -> None:
+    seats = _record(t).get("seats")
+    if not isinstance(seats, list) or len(t.player_seeds) != len(seats):
+        raise CheckFailed("one seed entry per committed seat is required")
+    for i, entry in enumerate(t.player_seeds):
+        if entry.seat != i:
+            raise CheckFailed(f"seed entry {i} names seat {entry.seat}")
+        validate_player_seed(entry.seed)
+        if entry.status == REVEALED:
+            if entry.commitment is None:
+                raise CheckFailed(f"seat {i}: revealed seed without a commitment")
+            if not hmac.compare_digest(player_seed_commitment(entry.seed), entry.commitment):
+                raise CheckFailed(f"seat {i}: SHA-256 of the seed does not match its commitment")
+        elif entry.status == NO_COMMITMENT:
+            if entry.commitment is not None or entry.seed != "":
+                raise CheckFailed(f"seat {i}: a seat without commitment must have the empty seed")
+        elif entry.status == NOT_REVEALED:
+            if entry.commitment is None or len(entry.commitment) != 64 or entry.seed != "":
+                raise CheckFailed(f"seat {i}: an unrevealed seat must have the empty seed")
+        else:
+            raise CheckFailed(f"seat {i}: unknown status {entry.status!r}")
+
+
+def _check_server_seed(t: Transcript) -> None:
+    seed = parse_server_seed(t.server_seed)
+    if t.server_seed != seed.hex():
+        raise CheckFailed("server seed must be lowercase hex")
+    commitment = _record(t).get("commitment")
+    if not isinstance(commitment, str) or not hmac.compare_digest(
+        commitment.encode(), server_seed_commitment(seed).encode()
+    ):
+        raise CheckFailed("SHA-256 of the server seed is not the commitment")
+
+
+def _check_deal(t: Transcript) -> None:
+    record = _record(t)
+    if record.get("purpose", "deal") != "deal":
+        raise CheckFailed("commitment is not for a deal")
+    if t.deal_id != record.get("deal_id"):
+        raise CheckFailed("transcript deal id differs from the committed deal id")
+    seeds = [e.seed for e in t.player_seeds]
+    if len(seeds) != len(record.get("seats", [])):
+        raise CheckFailed("one seed per committed seat is required")
+    expected = deal(
+        t.server_seed, str(record["deal_id"]), seeds, record["tile_set"], record["hand_size"]
+    )
+    hands, stock = expected.as_strings()
+    if t.deal.hands != hands:
+        raise CheckFailed("hands differ from the recomputed deal")
+    if t.deal.stock != stock:
+        raise CheckFailed("stock differs from the recomputed deal")
+
+
+def replay_scenario(t: Transcript) -> dict[str, Any]:
+    """The `mesa rules replay` input for this hand."""
+    record = _record(t)
+    scenario: dict[str, Any] = {
+        "variant": record["variant"],
+        "options": record["options"],
+        "hands": t.deal.hands,
+        "stock": t.deal.stock,
+        "first_hand": t.first_hand,
+        "scores": t.scores,
+        "moves": msgspec.to_builtins(t.moves),
+    }
+    if t.opener is not None:
+        scenario["opener"] = t.opener
+    return scenario
+
+
+def _check_replay(t: Transcript, replayer: Replayer) -> None:
+    try:
+        output = replayer(replay_scenario(t))
+    except Exception as exc:  # the rules core reports illegal moves by raising
+        raise CheckFailed(f"rules core refused the moves: {exc}") from exc
+    if output.get("awaiting") is not None:
+        raise CheckFailed("the moves do not finish the hand")
+    got = msgspec.to_builtins(output.get("result"))
+    if canonical_json(got) != canonical_json(t.result):
+        raise CheckFailed("replayed result differs from the recorded result")
+
+
+def _checkpoint(t: Transcript, external: SignedRecord | None) -> SignedRecord:
+    return external if external is not None else t.checkpoint
+
+
+def _check_inclusion(t: Transcript, external: SignedRecord | None) -> None:
+    size, root = checkpoint_fields(_checkpoint(t, external).record)
+    inc = t.inclusion
+    if inc.tree_size != size:
+        raise CheckFailed(f"proof is for tree size {inc.tree_size}, checkpoint has {size}")
+    path = []
+    for h in inc.path:
+        if len(h) != 64:
+            raise CheckFailed("proof hashes must be 64 hex digits")
+        path.append(bytes.fromhex(h))
+    leaf = leaf_hash(leaf_bytes(t.commitment.to_json()))
+    verify_inclusion(inc.leaf_index, inc.tree_size, leaf, path, root)
+
+
+def _check_checkpoint(
+    t: Transcript, external: SignedRecord | None, trusted: Sequence[bytes] | None
+) -> None:
+    cp = _checkpoint(t, external)
+    record = verify_signed(cp.to_json(), _keys(t, trusted))
+    checkpoint_fields(record)
+
+
+def verify_transcript(
+    t: Transcript,
+    *,
+    public_keys: Sequence[bytes] | None = None,
+    checkpoint: SignedRecord | None = None,
+    replayer: Replayer | None = None,
+) -> VerificationReport:
+    """Run every check; `public_keys` (raw 32-byte keys) pins the operator keys instead of the
+    transcript's own, `checkpoint` replaces the transcript's checkpoint, `replayer` is the rules
+    core (the replay check is `skipped` without one, which is not a pass)."""
+    runs: list[tuple[str, Callable[[], None] | None]] = [
+        ("signature", lambda: _check_signature(t, public_keys)),
+        ("seed_commitments", lambda: _check_seed_commitments(t)),
+        ("server_seed_opening", lambda: _check_server_seed(t)),
+        ("deal_recomputation", lambda: _check_deal(t)),
+        ("replay", None if replayer is None else (lambda: _check_replay(t, replayer))),
+        ("merkle_inclusion", lambda: _check_inclusion(t, checkpoint)),
+        ("checkpoint_signature", lambda: _check_checkpoint(t, checkpoint, public_keys)),
+    ]
+    report = VerificationReport()
+    for name, run in runs:
+        if run is None:
+            report.checks.append(CheckResult(name, SKIPPED, "no rules core to replay with"))
+            continue
+        try:
+            run()
+        except (CheckFailed, ValueError, KeyError, TypeError, IndexError) as exc:
+            report.checks.append(CheckResult(name, FAIL, str(exc) or type(exc).__name__))
+        else:
+            report.checks.append(CheckResult(name, PASS))
+    return report

@@ -1,0 +1,34 @@
+"""Shared helpers for benchmarks: results go to bench/results/<name>.json (git-ignored)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """Write one benchmark's measurements, stamped with time and machine, and return the path."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": name,
+        "measured_at": dt.datetime.now(dt.UTC).isoformat(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        **data,
+    }
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def percentile(sorted_values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile of an already sorted list (fraction in [0, 1])."""
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, int(fraction * len(sorted_values) + 0.5) - 1))
+    return sorted_values[index]

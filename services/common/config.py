@@ -1,0 +1,200 @@
+"""Configuration: every setting comes from a `MESA_*` environment variable, checked at start.
+
+An unknown `MESA_*` variable or a bad value fails fast with a message naming the variable,
+so a typo never silently falls back to a default on a real-money platform.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+VERSION = "0.1.0"
+SERVICES = ("ledger", "engine", "matchmaking", "gateway")
+
+
+class ConfigError(Exception):
+    """A configuration value is missing or invalid; the message names the variable."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    env: str = "dev"
+    host: str = "127.0.0.1"
+    var_dir: Path = Path("var")
+    database_url: str = ""
+    database_is_embedded: bool = True
+    pg_port: int = 54329
+    gateway_port: int = 8000
+    ledger_port: int = 8001
+    engine_port: int = 8002
+    matchmaking_port: int = 8003
+    ledger_url: str = ""
+    engine_url: str = ""
+    matchmaking_url: str = ""
+    log_format: str = "console"
+    log_level: str = "info"
+    internal_secret: bytes = b""
+    internal_token_ttl_s: int = 60
+    commission_rate_bp: int = 1000
+    currency: str = "USD"
+    operator_key_file: Path | None = None
+
+    def port_of(self, service: str) -> int:
+        ports = {
+            "gateway": self.gateway_port,
+            "ledger": self.ledger_port,
+            "engine": self.engine_port,
+            "matchmaking": self.matchmaking_port,
+        }
+        if service not in ports:
+            raise ConfigError(f"unknown service {service!r}")
+        return ports[service]
+
+    def url_of(self, service: str) -> str:
+        urls = {
+            "ledger": self.ledger_url,
+            "engine": self.engine_url,
+            "matchmaking": self.matchmaking_url,
+        }
+        if urls.get(service):
+            return urls[service]
+        return f"http://{self.host}:{self.port_of(service)}"
+
+
+def _port(name: str, raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise ConfigError(f"{name} must be a TCP port between 1 and 65535, got {raw!r}")
+    return int(raw)
+
+
+def _choice(*allowed: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        if raw not in allowed:
+            raise ConfigError(f"{name} must be one of {', '.join(allowed)}; got {raw!r}")
+        return raw
+
+    return parse
+
+
+def _url(name: str, raw: str) -> str:
+    if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", raw):
+        raise ConfigError(
+            f"{name} must be an http(s) base URL like http://127.0.0.1:8001, got {raw!r}"
+        )
+    return raw.rstrip("/")
+
+
+def _database_url(name: str, raw: str) -> str:
+    if not re.match(r"^postgres(ql)?(\+asyncpg)?://", raw):
+        raise ConfigError(f"{name} must be a postgresql:// URL, got a value of another form")
+    return raw
+
+
+def _secret(name: str, raw: str) -> bytes:
+    try:
+        value = bytes.fromhex(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be hex (at least 32 bytes)") from None
+    if len(value) < 32:
+        raise ConfigError(f"{name} must be at least 32 bytes (64 hex digits)")
+    return value
+
+
+def _rate_bp(name: str, raw: str) -> int:
+    if not raw.isdigit() or not 0 <= int(raw) <= 10000:
+        raise ConfigError(f"{name} must be an integer number of basis points in 0..10000")
+    return int(raw)
+
+
+def _positive_int(name: str, raw: str) -> int:
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
+def _host(name: str, raw: str) -> str:
+    if not re.match(r"^[A-Za-z0-9.:\-\[\]]+$", raw):
+        raise ConfigError(f"{name} must be a host name or address, got {raw!r}")
+    return raw
+
+
+def _currency(name: str, raw: str) -> str:
+    if not re.match(r"^[A-Z]{3}$", raw):
+        raise ConfigError(f"{name} must be an ISO 4217 code like USD, got {raw!r}")
+    return raw
+
+
+# variable -> (settings field, parser, description for the README table)
+VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
+    "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
+    "MESA_HOST": ("host", _host, "address services listen on (loopback by default)"),
+    "MESA_VAR_DIR": (
+        "var_dir",
+        lambda n, r: Path(r),
+        "state folder: embedded PostgreSQL, dev keys",
+    ),
+    "MESA_DATABASE_URL": ("database_url", _database_url, "external PostgreSQL; unset = embedded"),
+    "MESA_PG_PORT": ("pg_port", _port, "port of the embedded PostgreSQL"),
+    "MESA_GATEWAY_PORT": ("gateway_port", _port, "public gateway port"),
+    "MESA_LEDGER_PORT": ("ledger_port", _port, "ledger service port"),
+    "MESA_ENGINE_PORT": ("engine_port", _port, "engine service port"),
+    "MESA_MATCHMAKING_PORT": ("matchmaking_port", _port, "matchmaking service port"),
+    "MESA_LEDGER_URL": ("ledger_url", _url, "base URL of the ledger service"),
+    "MESA_ENGINE_URL": ("engine_url", _url, "base URL of the engine service"),
+    "MESA_MATCHMAKING_URL": ("matchmaking_url", _url, "base URL of the matchmaking service"),
+    "MESA_LOG_FORMAT": ("log_format", _choice("console", "json"), "console (readable) or json"),
+    "MESA_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error"), "log level"),
+    "MESA_INTERNAL_SECRET": ("internal_secret", _secret, "hex HMAC key for service tokens"),
+    "MESA_INTERNAL_TOKEN_TTL_S": ("internal_token_ttl_s", _positive_int, "service token lifetime"),
+    "MESA_COMMISSION_RATE_BP": ("commission_rate_bp", _rate_bp, "house commission, basis points"),
+    "MESA_CURRENCY": ("currency", _currency, "currency of paid tables"),
+    "MESA_OPERATOR_KEY_FILE": (
+        "operator_key_file",
+        lambda n, r: Path(r),
+        "Ed25519 operator signing key file",
+    ),
+}
+# Variables read elsewhere (documented in the README) that must not be rejected as unknown.
+OTHER_VARIABLES = {
+    "MESA_OPERATOR_KEY": "operator signing key as hex (instead of a file)",
+    "MESA_TEST_DATABASE_URL": "tests: external PostgreSQL (superuser) instead of embedded",
+}
+
+
+def embedded_database_url(settings: Settings, database: str = "mesa") -> str:
+    return f"postgresql://postgres@127.0.0.1:{settings.pg_port}/{database}"
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    unknown = sorted(
+        k for k in env if k.startswith("MESA_") and k not in VARIABLES and k not in OTHER_VARIABLES
+    )
+    if unknown:
+        raise ConfigError(f"unknown configuration variable {unknown[0]} (known: see README)")
+    values: dict[str, Any] = {}
+    for name, (field, parse, _) in VARIABLES.items():
+        raw = env.get(name)
+        if raw is None or raw == "":
+            continue
+        values[field] = parse(name, raw.strip())
+    settings = Settings(**values)
+    var_dir = settings.var_dir.resolve()
+    changes: dict[str, Any] = {"var_dir": var_dir}
+    if not settings.database_url:
+        changes["database_url"] = embedded_database_url(settings)
+        changes["database_is_embedded"] = True
+    else:
+        changes["database_is_embedded"] = False
+    if not settings.internal_secret:
+        secret_file = var_dir / "internal_secret"
+        if secret_file.exists():
+            changes["internal_secret"] = _secret("var/internal_secret", secret_file.read_text())
+    if settings.operator_key_file is None and not env.get("MESA_OPERATOR_KEY"):
+        changes["operator_key_file"] = var_dir / "operator_key.pem"
+    return msgspec.structs.replace(settings, **changes)

@@ -1,0 +1,71 @@
+"""Database access for services: SQLAlchemy 2 async engines over asyncpg, as `mesa_app`.
+
+Every connection a service opens starts with `role=mesa_app` (a startup parameter, so there
+is no extra round trip): the application can do only what the migrations granted that role,
+e.g. INSERT but never UPDATE or DELETE on journal entries and log leaves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+APP_ROLE = "mesa_app"
+# Bounded pools: a burst waits for a connection instead of opening hundreds.
+DEFAULT_POOL_SIZE = 10
+DEFAULT_MAX_OVERFLOW = 10
+DEFAULT_POOL_TIMEOUT_S = 10
+
+
+def asyncpg_dsn(url: str) -> str:
+    """The plain `postgresql://` form that asyncpg and libpq tools accept."""
+    parts = urlsplit(url)
+    scheme = "postgresql"
+    return urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))
+
+
+def sqlalchemy_url(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(("postgresql+asyncpg", parts.netloc, parts.path, parts.query, parts.fragment))
+
+
+def app_server_settings(application_name: str = "mesa") -> dict[str, str]:
+    return {"role": APP_ROLE, "application_name": application_name}
+
+
+def create_engine(
+    url: str,
+    *,
+    application_name: str = "mesa",
+    as_app_role: bool = True,
+    pool_size: int = DEFAULT_POOL_SIZE,
+    max_overflow: int = DEFAULT_MAX_OVERFLOW,
+    **kwargs: Any,
+) -> AsyncEngine:
+    settings = (
+        app_server_settings(application_name)
+        if as_app_role
+        else {"application_name": application_name}
+    )
+    return create_async_engine(
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=DEFAULT_POOL_TIMEOUT_S,
+        pool_pre_ping=True,
+        connect_args={"server_settings": settings, "timeout": 5},
+        **kwargs,
+    )
+
+
+async def check_database(engine: AsyncEngine) -> bool:
+    """True when a trivial query succeeds; used by /health."""
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+    except Exception:
+        return False
+    return True

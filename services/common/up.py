@@ -1,0 +1,273 @@
+"""`mesa up`: PostgreSQL, migrations, then every service as its own process, supervised.
+
+Stops everything (PostgreSQL included) on Ctrl-C or SIGTERM. A service process that dies is
+started again after a short pause, so killing one (as the crash test does) loses nothing
+but the requests it had in flight. Only one `mesa up` runs per var/ folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+from services.common.config import ConfigError, Settings, load_settings
+from services.common.embedded_pg import EmbeddedPostgres, EmbeddedPostgresError, port_is_free
+from services.common.migrate import upgrade
+from services.common.serve import PORT_VARIABLES
+
+_HEALTH_TIMEOUT_S = 60
+_STOP_TIMEOUT_S = 15
+# A service that keeps dying is restarted at most this often (crash loops stay visible).
+_RESTART_DELAY_S = 1.0
+REPLICA_PORT_STRIDE = 100
+
+
+@dataclass
+class Child:
+    name: str
+    service: str
+    port: int
+    process: subprocess.Popen[bytes] | None = None
+    restarts: int = 0
+    died_at: float | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _say(message: str) -> None:
+    print(f"mesa up: {message}", flush=True)
+
+
+def _child_preexec() -> None:
+    import ctypes
+
+    os.setpgrp()
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the supervisor
+
+
+def ensure_internal_secret(var_dir: Path) -> bytes:
+    path = var_dir / "internal_secret"
+    if not path.exists():
+        path.write_text(secrets.token_hex(32))
+        path.chmod(0o600)
+    return bytes.fromhex(path.read_text().strip())
+
+
+def ensure_operator_key(settings: Settings) -> None:
+    """Create the development signing key on first start (fairness owns the format)."""
+    try:
+        from fairness import keys
+    except ImportError:
+        return
+    ensure = getattr(keys, "ensure_dev_key", None)
+    if (
+        ensure is not None
+        and settings.operator_key_file is not None
+        and not os.environ.get("MESA_OPERATOR_KEY")
+    ):
+        ensure(settings.operator_key_file)
+
+
+class Supervisor:
+    def __init__(self, settings: Settings, children: list[Child], env: dict[str, str]) -> None:
+        self.settings = settings
+        self.children = children
+        self.env = env
+        self.stopping = threading.Event()
+        self.pg: EmbeddedPostgres | None = None
+
+    def start_child(self, child: Child) -> None:
+        env = {**self.env, **child.extra_env, PORT_VARIABLES[child.service]: str(child.port)}
+        child.process = subprocess.Popen(
+            [sys.executable, "-m", "services.cli", "serve", child.service],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_child_preexec,
+        )
+
+    def wait_healthy(self, child: Child, deadline: float) -> bool:
+        url = f"http://{self.settings.host}:{child.port}/health"
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline and not self.stopping.is_set():
+                if child.process is not None and child.process.poll() is not None:
+                    return False
+                try:
+                    if client.get(url).status_code == 200:
+                        return True
+                except httpx.HTTPError:
+                    pass
+                self.stopping.wait(0.1)
+        return False
+
+    def watch(self) -> None:
+        """Restart dead children (and a dead embedded PostgreSQL) until asked to stop."""
+        while not self.stopping.wait(0.25):
+            if (
+                self.pg is not None
+                and self.pg.process is not None
+                and self.pg.process.poll() is not None
+            ):
+                _say("PostgreSQL stopped unexpectedly; starting it again")
+                try:
+                    self.pg.start()
+                except EmbeddedPostgresError as exc:
+                    _say(f"could not restart PostgreSQL: {exc}")
+            now = time.monotonic()
+            for child in self.children:
+                if child.process is None or child.process.poll() is None:
+                    continue
+                if child.died_at is None:
+                    child.died_at = now
+                    _say(f"{child.name} exited with {child.process.returncode}; restarting")
+                elif now - child.died_at >= _RESTART_DELAY_S:
+                    child.died_at = None
+                    child.restarts += 1
+                    self.start_child(child)
+
+    def stop_all(self) -> None:
+        self.stopping.set()
+        for child in self.children:
+            if child.process is not None and child.process.poll() is None:
+                child.process.terminate()
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        for child in self.children:
+            if child.process is None:
+                continue
+            try:
+                child.process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.process.kill()
+                child.process.wait()
+        if self.pg is not None:
+            self.pg.stop()
+
+
+def build_children(settings: Settings, engines: int, gateways: int) -> list[Child]:
+    children = [Child("ledger", "ledger", settings.ledger_port)]
+    for i in range(engines):
+        port = settings.engine_port + i * REPLICA_PORT_STRIDE
+        children.append(Child(f"engine-{i}" if engines > 1 else "engine", "engine", port))
+    children.append(Child("matchmaking", "matchmaking", settings.matchmaking_port))
+    for i in range(gateways):
+        port = settings.gateway_port + i * REPLICA_PORT_STRIDE
+        children.append(Child(f"gateway-{i}" if gateways > 1 else "gateway", "gateway", port))
+    return children
+
+
+def _acquire_lock(var_dir: Path) -> IO[str] | None:
+    lock_file = open(var_dir / "up.lock", "a+")
+    try:
+        fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock_file.seek(0)
+        holder = lock_file.read().strip() or "unknown"
+        lock_file.close()
+        _say(f"already running (pid {holder}) for {var_dir}; stop it first")
+        return None
+    lock_file.seek(0)
+    lock_file.truncate()
+    lock_file.write(str(os.getpid()))
+    lock_file.flush()
+    return lock_file
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="mesa up", description="run the whole platform")
+    parser.add_argument("--engines", type=int, default=1, help="engine replicas (default 1)")
+    parser.add_argument("--gateways", type=int, default=1, help="gateway replicas (default 1)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.engines <= 16 or not 1 <= args.gateways <= 16:
+        _say("--engines and --gateways must be between 1 and 16")
+        return 2
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        _say(str(exc))
+        return 2
+    settings.var_dir.mkdir(parents=True, exist_ok=True)
+    lock = _acquire_lock(settings.var_dir)
+    if lock is None:
+        return 1
+
+    children = build_children(settings, args.engines, args.gateways)
+    busy = [c for c in children if not port_is_free(settings.host, c.port)]
+    if busy:
+        for c in busy:
+            _say(f"port {c.port} for {c.name} ({PORT_VARIABLES[c.service]}) is already in use")
+        return 3
+
+    secret = settings.internal_secret or ensure_internal_secret(settings.var_dir)
+    ensure_operator_key(settings)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+    env.update({k: v for k, v in os.environ.items() if k.startswith("MESA_")})
+    env["MESA_INTERNAL_SECRET"] = secret.hex()
+    env["MESA_DATABASE_URL"] = settings.database_url
+    env["MESA_VAR_DIR"] = str(settings.var_dir)
+    if settings.operator_key_file is not None and "MESA_OPERATOR_KEY" not in env:
+        env["MESA_OPERATOR_KEY_FILE"] = str(settings.operator_key_file)
+    for name, url_var in (
+        ("ledger", "MESA_LEDGER_URL"),
+        ("engine", "MESA_ENGINE_URL"),
+        ("matchmaking", "MESA_MATCHMAKING_URL"),
+    ):
+        env.setdefault(url_var, settings.url_of(name))
+
+    supervisor = Supervisor(settings, children, env)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        supervisor.stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    try:
+        if settings.database_is_embedded:
+            supervisor.pg = EmbeddedPostgres(settings.var_dir / "pg", settings.pg_port, "127.0.0.1")
+            _say(f"starting embedded PostgreSQL on 127.0.0.1:{settings.pg_port}")
+            supervisor.pg.start()
+            supervisor.pg.create_database("mesa")
+        migrated = upgrade(settings.database_url)
+        _say(f"migrations applied: {', '.join(migrated)}")
+        for child in children:
+            supervisor.start_child(child)
+        deadline = time.monotonic() + _HEALTH_TIMEOUT_S
+        for child in children:
+            if not supervisor.wait_healthy(child, deadline):
+                if supervisor.stopping.is_set():
+                    break
+                _say(f"{child.name} did not become healthy on port {child.port}")
+                supervisor.stop_all()
+                return 1
+        if not supervisor.stopping.is_set():
+            urls = {c.name: f"http://{settings.host}:{c.port}" for c in children}
+            state = {"pid": os.getpid(), "urls": urls, "database_url": settings.database_url}
+            (settings.var_dir / "up.json").write_text(json.dumps(state, indent=2))
+            for c in children:
+                _say(f"{c.name:<12} {urls[c.name]}")
+            _say(f"web page: {urls[children[-1].name if args.gateways == 1 else 'gateway-0']}/")
+            _say("ready; Ctrl-C stops everything")
+            supervisor.watch()
+    except EmbeddedPostgresError as exc:
+        _say(str(exc))
+        supervisor.stop_all()
+        return 3
+    finally:
+        _say("stopping")
+        supervisor.stop_all()
+        (settings.var_dir / "up.json").unlink(missing_ok=True)
+        lock.close()
+    _say("stopped")
+    return 0

@@ -1,0 +1,57 @@
+"""Configuration is checked at start: unknown variables and bad values name the variable."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.common.config import VARIABLES, ConfigError, load_settings
+
+
+def test_defaults_use_embedded_database_and_loopback(tmp_path):
+    settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
+    assert settings.database_is_embedded
+    assert settings.database_url == "postgresql://postgres@127.0.0.1:54329/mesa"
+    assert settings.host == "127.0.0.1"
+    assert settings.gateway_port == 8000
+    assert settings.commission_rate_bp == 1000
+    assert settings.url_of("ledger") == "http://127.0.0.1:8001"
+
+
+def test_external_database_url_disables_embedded(tmp_path):
+    settings = load_settings(
+        {"MESA_VAR_DIR": str(tmp_path), "MESA_DATABASE_URL": "postgresql://u:p@db:5432/mesa"}
+    )
+    assert not settings.database_is_embedded
+    assert settings.database_url == "postgresql://u:p@db:5432/mesa"
+
+
+def test_unknown_variable_is_named():
+    with pytest.raises(ConfigError, match="MESA_GATEWAY_PROT"):
+        load_settings({"MESA_GATEWAY_PROT": "8000"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MESA_GATEWAY_PORT", "eighty"),
+        ("MESA_GATEWAY_PORT", "70000"),
+        ("MESA_LOG_FORMAT", "xml"),
+        ("MESA_LOG_LEVEL", "loud"),
+        ("MESA_DATABASE_URL", "sqlite:///x.db"),
+        ("MESA_INTERNAL_SECRET", "abcd"),
+        ("MESA_COMMISSION_RATE_BP", "10.5"),
+        ("MESA_LEDGER_URL", "ftp://x"),
+        ("MESA_CURRENCY", "usd"),
+    ],
+)
+def test_bad_values_name_the_variable(name, value):
+    with pytest.raises(ConfigError, match=name):
+        load_settings({name: value})
+
+
+def test_every_variable_is_documented_in_readme():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    missing = [name for name in VARIABLES if name not in readme]
+    assert not missing, f"README configuration table lacks {missing}"

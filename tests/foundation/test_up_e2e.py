@@ -1,0 +1,164 @@
+"""End to end: `mesa up` as a subprocess on free ports, four health endpoints, clean stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from services.common.embedded_pg import free_port
+
+pytestmark = pytest.mark.e2e
+
+READY_TIMEOUT_S = 120
+
+
+def _env(var_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+    env.update(
+        MESA_VAR_DIR=str(var_dir),
+        MESA_PG_PORT=str(free_port()),
+        MESA_GATEWAY_PORT=str(free_port()),
+        MESA_LEDGER_PORT=str(free_port()),
+        MESA_ENGINE_PORT=str(free_port()),
+        MESA_MATCHMAKING_PORT=str(free_port()),
+        **extra,
+    )
+    return env
+
+
+def _start(env: dict[str, str], log_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "up"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=open(log_path, "w"),
+        text=True,
+    )
+
+
+def _wait_ready(proc: subprocess.Popen[str]) -> list[str]:
+    lines: list[str] = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # blocks on the process's own output, no polling
+        lines.append(line.rstrip())
+        if "ready; Ctrl-C stops everything" in line:
+            return lines
+    raise AssertionError(f"mesa up exited before ready: {lines}")
+
+
+@pytest.fixture(scope="module")
+def running_platform(tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("var")
+    env = _env(var_dir, MESA_LOG_FORMAT="json", MESA_LOG_LEVEL="debug")
+    log_path = var_dir / "up-stderr.log"
+    proc = _start(env, log_path)
+    try:
+        lines = _wait_ready(proc)
+        yield proc, env, lines, log_path
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_up_serves_four_health_endpoints(running_platform):
+    _, env, lines, _ = running_platform
+    text = "\n".join(lines)
+    for name, var in [
+        ("ledger", "MESA_LEDGER_PORT"),
+        ("engine", "MESA_ENGINE_PORT"),
+        ("matchmaking", "MESA_MATCHMAKING_PORT"),
+        ("gateway", "MESA_GATEWAY_PORT"),
+    ]:
+        url = f"http://127.0.0.1:{env[var]}"
+        assert url in text
+        response = httpx.get(f"{url}/health", timeout=5)
+        assert response.status_code == 200
+        assert response.json() == {"service": name, "version": "0.1.0", "database": "ok"}
+
+
+def test_internal_services_refuse_calls_without_credential(running_platform):
+    _, env, _, _ = running_platform
+    for var in ("MESA_LEDGER_PORT", "MESA_ENGINE_PORT", "MESA_MATCHMAKING_PORT"):
+        response = httpx.get(f"http://127.0.0.1:{env[var]}/internal/anything", timeout=5)
+        assert response.status_code in (401, 404)
+        assert response.status_code != 200
+
+
+def test_logs_are_json_and_carry_the_request_id(running_platform):
+    _, env, _, log_path = running_platform
+    httpx.get(
+        f"http://127.0.0.1:{env['MESA_GATEWAY_PORT']}/health",
+        headers={"X-Request-ID": "e2e-request-77"},
+        timeout=5,
+    )
+    # The request line is written before the response is sent; the file is read after.
+    records = []
+    for line in log_path.read_text().splitlines():
+        if line.startswith("{"):
+            records.append(json.loads(line))
+    assert any(
+        r.get("request_id") == "e2e-request-77" and r.get("service") == "gateway" for r in records
+    ), records[-5:]
+
+
+def test_second_up_on_same_state_refuses(running_platform, tmp_path):
+    _, env, _, _ = running_platform
+    second = subprocess.run(
+        [sys.executable, "-m", "services.cli", "up"],
+        env={**env, "MESA_LOG_FORMAT": "console"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode != 0
+    assert "already running" in second.stdout + second.stderr
+
+
+def test_sigterm_stops_everything_postgres_included(running_platform):
+    proc, _, _, _ = running_platform
+    parent = psutil.Process(proc.pid)
+    descendants = parent.children(recursive=True)
+    names = " ".join(" ".join(p.cmdline()) for p in descendants)
+    assert "postgres" in names and "serve" in names
+    postmaster = [p for p in descendants if p.name() == "postgres"]
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    gone, alive = psutil.wait_procs(descendants + postmaster, timeout=30)
+    assert not alive, [p.cmdline() for p in alive]
+
+
+def test_port_in_use_is_reported_by_name(tmp_path):
+    env = _env(tmp_path)
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", int(env["MESA_GATEWAY_PORT"])))
+        blocker.listen()
+        result = subprocess.run(
+            [sys.executable, "-m", "services.cli", "up"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 3
+    assert "MESA_GATEWAY_PORT" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_bad_configuration_fails_naming_the_variable(tmp_path):
+    env = _env(tmp_path, MESA_LOG_FORMAT="yaml")
+    result = subprocess.run(
+        [sys.executable, "-m", "services.cli", "up"], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "MESA_LOG_FORMAT" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr

@@ -1,0 +1,229 @@
+"""Tamper evidence: a SHA-256 hash chain over journal entries in id order.
+
+Posting never waits on the chain. Each poster holds a *shared* advisory lock for its
+transaction; the sealer takes the same lock *exclusively* for one instant to learn the
+highest entry id that is final (every transaction that drew an id up to the sequence's
+current value has then committed or rolled back), releases it, and then links the new
+entries into the chain in blocks, outside any lock that posters need.
+
+Format (``docs/ledger.md``):
+
+    entry_hash = SHA-256(canonical(entry))
+    chain_hash = SHA-256(previous chain_hash || entry_hash), starting from 32 zero bytes
+
+where ``canonical(entry)`` is the compact JSON array
+``["mesa-ledger-entry-v1", id, kind, idempotency_key, match_id, reference,
+created_at_unix_microseconds, request_hash_hex, [[leg, account_id, amount, currency,
+balance_after, version_after], ...]]`` (postings by leg; null for a missing match or reference).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ledger.schema import CHAIN_LOCK_KEY
+
+FORMAT = "mesa-ledger-entry-v1"
+GENESIS = bytes(32)
+SEALER_LOCK_KEY = CHAIN_LOCK_KEY + 1
+BATCH = 2000
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def unix_micros(moment: dt.datetime) -> int:
+    return (moment - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def canonical_entry(entry: dict[str, Any], postings: list[tuple[Any, ...]]) -> bytes:
+    body = [
+        FORMAT,
+        int(entry["id"]),
+        entry["kind"],
+        entry["idempotency_key"],
+        entry["match_id"],
+        entry["reference"],
+        unix_micros(entry["created_at"]),
+        bytes(entry["request_hash"]).hex(),
+        [
+            [int(leg), int(account), int(amount), str(currency), int(balance), int(version)]
+            for leg, account, amount, currency, balance, version in sorted(postings)
+        ],
+    ]
+    return msgspec.json.encode(body)
+
+
+def entry_hash(entry: dict[str, Any], postings: list[tuple[Any, ...]]) -> bytes:
+    return hashlib.sha256(canonical_entry(entry, postings)).digest()
+
+
+def link(previous: bytes, digest: bytes) -> bytes:
+    return hashlib.sha256(previous + digest).digest()
+
+
+_ENTRIES_SQL = """
+SELECT e.id, e.kind, e.idempotency_key, e.match_id, e.reference, e.created_at, e.request_hash,
+       coalesce(array_agg(ARRAY[p.leg::text, p.account_id::text, p.amount::text, p.currency::text,
+                                p.balance_after::text, p.version_after::text]
+                          ORDER BY p.leg) FILTER (WHERE p.leg IS NOT NULL), '{}') AS postings
+FROM ledger.entries e
+LEFT JOIN ledger.postings p ON p.entry_id = e.id
+WHERE e.id > $1 AND e.id <= $2
+GROUP BY e.id
+ORDER BY e.id
+LIMIT $3
+"""
+
+
+def _postings_of(row: asyncpg.Record) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for leg, account, amount, currency, balance, version in row["postings"] or []:
+        out.append((int(leg), int(account), int(amount), currency, int(balance), int(version)))
+    return out
+
+
+async def _horizon(conn: asyncpg.Connection) -> int:
+    """The highest entry id whose transaction has certainly finished."""
+    await conn.execute("SELECT pg_advisory_lock($1)", CHAIN_LOCK_KEY)
+    try:
+        row = await conn.fetchrow("SELECT last_value, is_called FROM ledger.entries_id_seq")
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", CHAIN_LOCK_KEY)
+    if row is None or not row["is_called"]:
+        return 0
+    return int(row["last_value"])
+
+
+async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
+    """Link every final, unsealed entry into the chain; returns how many were sealed."""
+    if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", SEALER_LOCK_KEY):
+        return 0  # another sealer is at work
+    try:
+        horizon = await _horizon(conn)
+        sealed = 0
+        while sealed < max_entries:
+            last = await conn.fetchrow(
+                "SELECT entry_id, chain_hash FROM ledger.chain_links ORDER BY entry_id DESC LIMIT 1"
+            )
+            last_id = int(last["entry_id"]) if last else 0
+            previous = bytes(last["chain_hash"]) if last else GENESIS
+            rows = await conn.fetch(_ENTRIES_SQL, last_id, horizon, min(BATCH, max_entries - sealed))
+            if not rows:
+                break
+            links: list[tuple[int, bytes, bytes]] = []
+            for row in rows:
+                digest = entry_hash(dict(row), _postings_of(row))
+                previous = link(previous, digest)
+                links.append((int(row["id"]), digest, previous))
+            async with conn.transaction():
+                seal_id = await conn.fetchval(
+                    "SELECT coalesce(max(id), 0) + 1 FROM ledger.chain_seals"
+                )
+                await conn.execute(
+                    "INSERT INTO ledger.chain_seals (id, first_entry_id, last_entry_id, "
+                    "entry_count, chain_hash) VALUES ($1, $2, $3, $4, $5)",
+                    seal_id,
+                    links[0][0],
+                    links[-1][0],
+                    len(links),
+                    previous,
+                )
+                await conn.executemany(
+                    "INSERT INTO ledger.chain_links (entry_id, entry_hash, chain_hash, seal_id) "
+                    "VALUES ($1, $2, $3, $4)",
+                    [(eid, digest, chained, seal_id) for eid, digest, chained in links],
+                )
+            sealed += len(links)
+        return sealed
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", SEALER_LOCK_KEY)
+
+
+@dataclass
+class ChainReport:
+    ok: bool
+    verified: int = 0
+    unsealed: int = 0
+    last_sealed_entry: int = 0
+    first_bad_entry: int | None = None
+    problem: str = ""
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "verified": self.verified,
+            "unsealed": self.unsealed,
+            "last_sealed_entry": self.last_sealed_entry,
+            "first_bad_entry": self.first_bad_entry,
+            "problem": self.problem,
+        }
+
+
+async def verify(conn: asyncpg.Connection) -> ChainReport:
+    """Recompute every entry's hash and the chain; name the first entry that does not match."""
+    links: dict[int, tuple[bytes, bytes]] = {}
+    for row in await conn.fetch(
+        "SELECT entry_id, entry_hash, chain_hash FROM ledger.chain_links ORDER BY entry_id"
+    ):
+        links[int(row["entry_id"])] = (bytes(row["entry_hash"]), bytes(row["chain_hash"]))
+    last_sealed = max(links) if links else 0
+    report = ChainReport(ok=True, last_sealed_entry=last_sealed)
+    previous = GENESIS
+    cursor = 0
+    link_ids = sorted(links)
+    next_link = 0
+    top = await conn.fetchval("SELECT coalesce(max(id), 0) FROM ledger.entries")
+
+    def fail(entry_id: int, problem: str) -> ChainReport:
+        report.ok = False
+        report.first_bad_entry = entry_id
+        report.problem = problem
+        return report
+
+    while True:
+        rows = await conn.fetch(_ENTRIES_SQL, cursor, top, BATCH)
+        if not rows:
+            break
+        for row in rows:
+            eid = int(row["id"])
+            cursor = eid
+            # a link for an entry that no longer exists (deleted) comes before this one
+            if next_link < len(link_ids) and link_ids[next_link] < eid:
+                gone = link_ids[next_link]
+                return fail(gone, f"entry {gone} is in the chain but missing")
+            if next_link < len(link_ids) and link_ids[next_link] == eid:
+                next_link += 1
+            if eid > last_sealed:
+                report.unsealed += 1
+                continue
+            if eid not in links:
+                return fail(eid, f"entry {eid} is not in the chain (inserted after sealing?)")
+            digest = entry_hash(dict(row), _postings_of(row))
+            stored_digest, stored_chain = links[eid]
+            if digest != stored_digest:
+                return fail(eid, f"entry {eid}: content does not match its sealed hash")
+            previous = link(previous, digest)
+            if previous != stored_chain:
+                return fail(eid, f"entry {eid}: chain hash does not follow from the previous link")
+            report.verified += 1
+    if next_link < len(link_ids):
+        gone = link_ids[next_link]
+        return fail(gone, f"entry {gone} is in the chain but missing")
+    seals = await conn.fetch(
+        "SELECT s.id, s.last_entry_id, s.chain_hash, l.chain_hash AS link_hash "
+        "FROM ledger.chain_seals s LEFT JOIN ledger.chain_links l ON l.entry_id = s.last_entry_id "
+        "ORDER BY s.id"
+    )
+    for seal_row in seals:
+        if seal_row["link_hash"] is None or bytes(seal_row["link_hash"]) != bytes(
+            seal_row["chain_hash"]
+        ):
+            eid = int(seal_row["last_entry_id"])
+            return fail(eid, f"seal {seal_row['id']} does not match the chain at entry {eid}")
+    return report

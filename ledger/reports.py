@@ -1,0 +1,386 @@
+"""Finance reads: trial balance, pots, commission, statements, point-in-time balances,
+journal export and reconciliation. All amounts are integer cents; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from typing import Any
+
+import asyncpg
+import msgspec
+
+Row = dict[str, Any]
+
+COMMISSION_KIND = "commission"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex()
+    return value
+
+
+def clean(rows: list[Row]) -> list[Row]:
+    return [{k: _jsonable(v) for k, v in row.items()} for row in rows]
+
+
+def to_csv(rows: list[Row], columns: list[str] | None = None) -> str:
+    out = io.StringIO()
+    cols = columns or (list(rows[0]) if rows else [])
+    writer = csv.DictWriter(out, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for row in clean(rows):
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def to_json(data: Any) -> str:
+    return msgspec.json.format(msgspec.json.encode(data, enc_hook=_jsonable).decode(), indent=2)
+
+
+def day_bounds(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime.combine(day, dt.time(0), tzinfo=dt.UTC)
+    return start, start + dt.timedelta(days=1)
+
+
+async def trial_balance(
+    conn: asyncpg.Connection, at: dt.datetime | None = None, include_zero: bool = False
+) -> Row:
+    """Every account's balance (now, or as of ``at``); per currency the total must be zero.
+
+    The commission shards are also added up into one ``house:commission`` line.
+    """
+    if at is None:
+        rows = await conn.fetch(
+            "SELECT code, kind, currency, balance FROM ledger.accounts ORDER BY id"
+        )
+    else:
+        rows = await conn.fetch(
+            """
+            SELECT a.code, a.kind, a.currency, coalesce(sum(p.amount), 0)::bigint AS balance
+            FROM ledger.accounts a
+            LEFT JOIN ledger.postings p ON p.account_id = a.id
+              AND p.entry_id IN (SELECT id FROM ledger.entries WHERE created_at <= $1)
+            GROUP BY a.id ORDER BY a.id
+            """,
+            at,
+        )
+    accounts = [dict(r) for r in rows]
+    totals: dict[str, int] = {}
+    by_kind: dict[tuple[str, str], int] = {}
+    for acc in accounts:
+        totals[acc["currency"]] = totals.get(acc["currency"], 0) + acc["balance"]
+        key = (acc["kind"], acc["currency"])
+        by_kind[key] = by_kind.get(key, 0) + acc["balance"]
+    listed = [a for a in accounts if include_zero or a["balance"] != 0]
+    return {
+        "at": _jsonable(at) if at else None,
+        "balanced": all(v == 0 for v in totals.values()),
+        "totals": [{"currency": c, "total": t} for c, t in sorted(totals.items())],
+        "by_kind": [
+            {"kind": k, "currency": c, "balance": b} for (k, c), b in sorted(by_kind.items())
+        ],
+        "house_commission": {
+            c: b for (k, c), b in by_kind.items() if k == COMMISSION_KIND
+        },
+        "accounts": listed,
+    }
+
+
+async def pots(conn: asyncpg.Connection, status: str | None = None) -> list[Row]:
+    """Pots with their state; ``ok`` is false for a closed pot not at zero (or open pot short)."""
+    rows = await conn.fetch(
+        """
+        SELECT p.match_id, p.tier, p.variant, p.currency, p.status, p.stake_total, a.balance,
+               p.commission_rate_bp, p.commission, p.start_entry_id, p.close_entry_id,
+               p.started_at, p.closed_at,
+               CASE WHEN p.status = 'open' THEN a.balance = p.stake_total AND a.closed_at IS NULL
+                    ELSE a.balance = 0 AND a.closed_at IS NOT NULL END AS ok
+        FROM ledger.pots p JOIN ledger.accounts a ON a.id = p.account_id
+        WHERE ($1::text IS NULL OR p.status = $1)
+        ORDER BY p.started_at, p.match_id
+        """,
+        status,
+    )
+    return clean([dict(r) for r in rows])
+
+
+async def commission(
+    conn: asyncpg.Connection,
+    by: tuple[str, ...] = ("day", "tier", "variant"),
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+) -> list[Row]:
+    """Commission of settled pots grouped by any of day (UTC, of settlement), tier, variant."""
+    for dim in by:
+        if dim not in ("day", "tier", "variant"):
+            raise ValueError(f"unknown grouping {dim!r}")
+    exprs = {
+        "day": "(p.closed_at AT TIME ZONE 'UTC')::date",
+        "tier": "p.tier",
+        "variant": "p.variant",
+    }
+    select = ", ".join(f"{exprs[d]} AS {d}" for d in by)
+    group = ", ".join(str(i + 1) for i in range(len(by)))
+    sql = f"""
+        SELECT {select + "," if select else ""} p.currency, count(*) AS matches,
+               sum(p.stake_total)::bigint AS pot_total, sum(p.commission)::bigint AS commission
+        FROM ledger.pots p
+        WHERE p.status = 'settled'
+          AND ($1::date IS NULL OR (p.closed_at AT TIME ZONE 'UTC')::date >= $1)
+          AND ($2::date IS NULL OR (p.closed_at AT TIME ZONE 'UTC')::date <= $2)
+        GROUP BY {group + "," if group else ""} p.currency
+        ORDER BY {group + "," if group else ""} p.currency
+    """  # noqa: S608 - the grouping expressions come from a fixed table above
+    rows = await conn.fetch(sql, since, until)
+    return clean([dict(r) for r in rows])
+
+
+async def statement(
+    conn: asyncpg.Connection,
+    player: str,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> Row | None:
+    """A player's wallet movements with the running balance the ledger recorded."""
+    account = await conn.fetchrow(
+        "SELECT id, code, currency, balance FROM ledger.accounts WHERE code = $1",
+        "wallet:" + player,
+    )
+    if account is None:
+        return None
+    rows = await conn.fetch(
+        """
+        SELECT p.entry_id, e.created_at, e.kind, e.match_id, e.reference, p.amount,
+               p.balance_after AS balance, p.version_after AS version
+        FROM ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
+        WHERE p.account_id = $1
+          AND ($2::timestamptz IS NULL OR e.created_at >= $2)
+          AND ($3::timestamptz IS NULL OR e.created_at < $3)
+        ORDER BY p.version_after
+        """,
+        account["id"],
+        since,
+        until,
+    )
+    lines = clean([dict(r) for r in rows])
+    opening = (lines[0]["balance"] - lines[0]["amount"]) if lines else None
+    if opening is None:
+        at = since or until
+        opening = (
+            await balance_at(conn, account["code"], at) if at is not None else account["balance"]
+        ) or 0
+    closing = lines[-1]["balance"] if lines else opening
+    return {
+        "player": player,
+        "account": account["code"],
+        "currency": account["currency"],
+        "opening_balance": opening,
+        "closing_balance": closing,
+        "lines": lines,
+    }
+
+
+async def balance_at(conn: asyncpg.Connection, code: str, at: dt.datetime) -> int | None:
+    """The balance of one account counting the entries created at or before ``at``."""
+    row = await conn.fetchrow(
+        """
+        SELECT a.id, coalesce((SELECT sum(p.amount) FROM ledger.postings p
+                               JOIN ledger.entries e ON e.id = p.entry_id
+                               WHERE p.account_id = a.id AND e.created_at <= $2), 0)::bigint AS b
+        FROM ledger.accounts a WHERE a.code = $1
+        """,
+        code,
+        at,
+    )
+    return None if row is None else int(row["b"])
+
+
+async def journal(
+    conn: asyncpg.Connection, since: dt.datetime | None = None, until: dt.datetime | None = None
+) -> list[Row]:
+    """The journal, one row per posting, for CSV/JSON export."""
+    rows = await conn.fetch(
+        """
+        SELECT e.id AS entry_id, e.created_at, e.kind, e.idempotency_key, e.match_id,
+               e.reference, p.leg, a.code AS account, p.amount, p.currency, p.balance_after,
+               p.version_after
+        FROM ledger.entries e
+        JOIN ledger.postings p ON p.entry_id = e.id
+        JOIN ledger.accounts a ON a.id = p.account_id
+        WHERE ($1::timestamptz IS NULL OR e.created_at >= $1)
+          AND ($2::timestamptz IS NULL OR e.created_at < $2)
+        ORDER BY e.id, p.leg
+        """,
+        since,
+        until,
+    )
+    return clean([dict(r) for r in rows])
+
+
+# --- reconciliation -----------------------------------------------------------------------
+
+_CHECKS: list[tuple[str, str]] = [
+    (
+        "trial_balance",
+        """SELECT 'currency ' || currency || ': accounts add up to ' || sum(balance) || ', not 0'
+           FROM ledger.accounts GROUP BY currency HAVING sum(balance) <> 0""",
+    ),
+    (
+        "account_matches_postings",
+        """SELECT 'account ' || a.code || ': balance ' || a.balance || ' version ' || a.version
+                  || ' but its postings add up to ' || coalesce(s.total, 0) || ' over '
+                  || coalesce(s.n, 0) || ' postings (last recorded balance '
+                  || coalesce(s.last_balance::text, 'none') || ')'
+           FROM ledger.accounts a
+           LEFT JOIN (SELECT account_id, sum(amount) AS total, count(*) AS n,
+                             (array_agg(balance_after ORDER BY version_after DESC))[1]
+                               AS last_balance
+                      FROM ledger.postings GROUP BY account_id) s ON s.account_id = a.id
+           WHERE a.balance <> coalesce(s.total, 0) OR a.version <> coalesce(s.n, 0)
+              OR (s.n > 0 AND s.last_balance <> a.balance)
+           ORDER BY a.id""",
+    ),
+    (
+        "running_balances",
+        """SELECT 'entry ' || entry_id || ' leg ' || leg || ' on account ' || account_id
+                  || ': balance after ' || balance_after || ' does not follow from '
+                  || coalesce(prev_balance, 0) || ' + ' || amount
+           FROM (SELECT p.*, lag(balance_after) OVER w AS prev_balance,
+                        lag(version_after) OVER w AS prev_version
+                 FROM ledger.postings p
+                 WINDOW w AS (PARTITION BY account_id ORDER BY version_after)) x
+           WHERE (DAY_FILTER_X)
+             AND (balance_after <> coalesce(prev_balance, 0) + amount
+                  OR version_after <> coalesce(prev_version, 0) + 1)
+           ORDER BY entry_id, leg""",
+    ),
+    (
+        "entries_balanced",
+        """SELECT 'entry ' || e.id || ' (' || e.kind || '): ' || coalesce(s.n, 0)
+                  || ' postings adding up to ' || coalesce(s.total, 0) || ', not 0'
+           FROM ledger.entries e
+           LEFT JOIN (SELECT entry_id, count(*) AS n, sum(amount) AS total,
+                             count(DISTINCT currency) AS currencies
+                      FROM ledger.postings GROUP BY entry_id) s ON s.entry_id = e.id
+           WHERE (DAY_FILTER_E)
+             AND (s.n IS NULL OR s.n < 2 OR s.total <> 0 OR s.currencies <> 1)
+           ORDER BY e.id""",
+    ),
+    (
+        "posting_currency",
+        """SELECT 'entry ' || p.entry_id || ' leg ' || p.leg || ': posting in ' || p.currency
+                  || ' on account ' || a.code || ' kept in ' || a.currency
+           FROM ledger.postings p JOIN ledger.accounts a ON a.id = p.account_id
+           WHERE p.currency <> a.currency ORDER BY p.entry_id, p.leg""",
+    ),
+    (
+        "no_negative_balances",
+        """SELECT 'account ' || code || ' is negative: ' || balance FROM ledger.accounts
+           WHERE kind <> 'cashier' AND balance < 0 ORDER BY id""",
+    ),
+    (
+        "pots",
+        """SELECT 'pot ' || p.match_id || ' (' || p.status || '): balance ' || a.balance
+                  || CASE WHEN p.status = 'open' THEN ', stakes ' || p.stake_total
+                          ELSE ' after closing' END
+           FROM ledger.pots p JOIN ledger.accounts a ON a.id = p.account_id
+           WHERE (DAY_FILTER_P)
+             AND CASE WHEN p.status = 'open' THEN a.balance <> p.stake_total
+                      ELSE a.balance <> 0 OR a.closed_at IS NULL END
+           ORDER BY p.match_id""",
+    ),
+    (
+        "stakes",
+        """SELECT 'pot ' || p.match_id || ': stakes add up to ' || coalesce(s.total, 0)
+                  || ', pot started with ' || p.stake_total
+           FROM ledger.pots p
+           LEFT JOIN (SELECT match_id, sum(amount) AS total FROM ledger.stakes
+                      GROUP BY match_id) s ON s.match_id = p.match_id
+           WHERE (DAY_FILTER_P) AND coalesce(s.total, 0) <> p.stake_total
+           ORDER BY p.match_id""",
+    ),
+    (
+        "commission_rate",
+        """SELECT 'pot ' || p.match_id || ': commission ' || coalesce(p.commission::text, 'none')
+                  || ' but ' || p.stake_total || ' * ' || p.commission_rate_bp
+                  || ' // 10000 = ' || (p.stake_total * p.commission_rate_bp / 10000)
+                  || ' and the settlement posted ' || coalesce(c.amount, 0)
+           FROM ledger.pots p
+           LEFT JOIN ledger.postings c ON c.entry_id = p.close_entry_id
+                AND c.account_id = p.commission_account_id
+           WHERE p.status = 'settled' AND (DAY_FILTER_P)
+             AND (p.commission IS DISTINCT FROM p.stake_total * p.commission_rate_bp / 10000
+                  OR coalesce(c.amount, 0) <> p.commission)
+           ORDER BY p.match_id""",
+    ),
+    (
+        "commission_accounts",
+        """SELECT 'house commission accounts hold ' || h.total || ' but settled pots took '
+                  || coalesce(s.total, 0)
+           FROM (SELECT coalesce(sum(balance), 0) AS total FROM ledger.accounts
+                 WHERE kind = 'commission') h,
+                (SELECT sum(commission) AS total FROM ledger.pots WHERE status = 'settled') s
+           WHERE h.total <> coalesce(s.total, 0)""",
+    ),
+]
+
+_DAY_FILTERS = {
+    "DAY_FILTER_X": "entry_id IN (SELECT id FROM ledger.entries WHERE created_at >= $1 "
+    "AND created_at < $2)",
+    "DAY_FILTER_E": "e.created_at >= $1 AND e.created_at < $2",
+    "DAY_FILTER_P": "(p.started_at >= $1 AND p.started_at < $2) OR "
+    "(p.closed_at >= $1 AND p.closed_at < $2)",
+}
+
+
+async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row:
+    """Run every check; with ``day`` the per-entry and per-pot checks cover that UTC day."""
+    checks: list[Row] = []
+    discrepancies: list[str] = []
+    bounds = day_bounds(day) if day else None
+    for name, sql in _CHECKS:
+        args: list[Any] = []
+        for marker, filt in _DAY_FILTERS.items():
+            if marker in sql:
+                sql = sql.replace(marker, filt if bounds else "TRUE")
+        if bounds and "$1" in sql:
+            args = list(bounds)
+        found = [str(r[0]) for r in await conn.fetch(sql, *args)]
+        checks.append({"check": name, "ok": not found, "discrepancies": found})
+        discrepancies.extend(f"{name}: {d}" for d in found)
+    summary: list[Row] = []
+    if bounds:
+        rows = await conn.fetch(
+            """
+            SELECT e.kind, count(DISTINCT e.id) AS entries, a.kind AS account_kind,
+                   sum(p.amount)::bigint AS net
+            FROM ledger.entries e JOIN ledger.postings p ON p.entry_id = e.id
+            JOIN ledger.accounts a ON a.id = p.account_id
+            WHERE e.created_at >= $1 AND e.created_at < $2
+            GROUP BY e.kind, a.kind ORDER BY e.kind, a.kind
+            """,
+            *bounds,
+        )
+        summary = [dict(r) for r in rows]
+        opening = await trial_balance(conn, bounds[0] - dt.timedelta(microseconds=1))
+        closing = await trial_balance(conn, bounds[1] - dt.timedelta(microseconds=1))
+        for label, tb in (("opening", opening), ("closing", closing)):
+            if not tb["balanced"]:
+                msg = f"trial_balance: {label} trial balance of {day} does not add up to zero"
+                discrepancies.append(msg)
+                checks.append({"check": f"{label}_trial_balance", "ok": False, "discrepancies": [msg]})
+    return {
+        "date": day.isoformat() if day else None,
+        "ok": not discrepancies,
+        "checks": checks,
+        "movements": summary,
+        "discrepancies": discrepancies,
+    }

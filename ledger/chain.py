@@ -112,7 +112,9 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
             )
             last_id = int(last["entry_id"]) if last else 0
             previous = bytes(last["chain_hash"]) if last else GENESIS
-            rows = await conn.fetch(_ENTRIES_SQL, last_id, horizon, min(BATCH, max_entries - sealed))
+            rows = await conn.fetch(
+                _ENTRIES_SQL, last_id, horizon, min(BATCH, max_entries - sealed)
+            )
             if not rows:
                 break
             links: list[tuple[int, bytes, bytes]] = []

@@ -161,7 +161,9 @@ class Ledger:
         self, key: str, player: str, amount: int, currency: str = "USD", reference: str = ""
     ) -> EntryResult:
         """Cashier deposit: external:cashier -> wallet:<player> (the wallet is created)."""
-        return await self._call("deposit", *self.deposit_args(key, player, amount, currency, reference))
+        return await self._call(
+            "deposit", *self.deposit_args(key, player, amount, currency, reference)
+        )
 
     def withdraw_args(
         self, key: str, player: str, amount: int, currency: str, reference: str

@@ -87,9 +87,7 @@ async def trial_balance(
         "by_kind": [
             {"kind": k, "currency": c, "balance": b} for (k, c), b in sorted(by_kind.items())
         ],
-        "house_commission": {
-            c: b for (k, c), b in by_kind.items() if k == COMMISSION_KIND
-        },
+        "house_commission": {c: b for (k, c), b in by_kind.items() if k == COMMISSION_KIND},
         "accounts": listed,
     }
 
@@ -138,7 +136,7 @@ async def commission(
           AND ($2::date IS NULL OR (p.closed_at AT TIME ZONE 'UTC')::date <= $2)
         GROUP BY {group + "," if group else ""} p.currency
         ORDER BY {group + "," if group else ""} p.currency
-    """  # noqa: S608 - the grouping expressions come from a fixed table above
+    """  # the grouping expressions come from the fixed table above
     rows = await conn.fetch(sql, since, until)
     return clean([dict(r) for r in rows])
 
@@ -376,7 +374,9 @@ async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row
             if not tb["balanced"]:
                 msg = f"trial_balance: {label} trial balance of {day} does not add up to zero"
                 discrepancies.append(msg)
-                checks.append({"check": f"{label}_trial_balance", "ok": False, "discrepancies": [msg]})
+                checks.append(
+                    {"check": f"{label}_trial_balance", "ok": False, "discrepancies": [msg]}
+                )
     return {
         "date": day.isoformat() if day else None,
         "ok": not discrepancies,

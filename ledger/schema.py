@@ -32,7 +32,9 @@ accounts = sa.Table(
     sa.Column("player", sa.Text),
     sa.Column("reservation_id", sa.Text),
     sa.Column("match_id", sa.Text),
-    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.Column(
+        "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
     sa.Column("closed_at", sa.DateTime(timezone=True)),
 )
 
@@ -108,5 +110,7 @@ chain_seals = sa.Table(
     sa.Column("last_entry_id", sa.BigInteger, nullable=False),
     sa.Column("entry_count", sa.Integer, nullable=False),
     sa.Column("chain_hash", BYTEA, nullable=False),
-    sa.Column("sealed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.Column(
+        "sealed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+    ),
 )

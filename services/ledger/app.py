@@ -1,12 +1,316 @@
-"""The ledger service's ASGI app."""
+"""The ledger service: the internal HTTP front over the ``ledger`` library.
+
+Writes are one SQL function call each (one round trip); the JSON document the function
+returns is passed through to the caller unchanged. A background task seals the hash chain.
+"""
 
 from __future__ import annotations
 
-from litestar import Litestar
+import asyncio
+import contextlib
+import datetime as dt
+from typing import Any
 
+from litestar import Litestar, MediaType, Response, get, post
+from litestar.datastructures import State
+
+from ledger import chain, reports
+from ledger.errors import LedgerError
+from ledger.ops import Ledger, Seat, Winner
 from services.common.app import create_service_app
 from services.common.config import Settings
+from services.common.errors import ServiceError
+from services.common.logging import get_logger
+from services.ledger.contract import (
+    DepositRequest,
+    HoldRequest,
+    ReleaseRequest,
+    SettleMatchRequest,
+    StartMatchRequest,
+    VoidMatchRequest,
+    WalletBalance,
+    WithdrawRequest,
+)
+
+log = get_logger()
+SEAL_INTERVAL_S = 1.0
 
 
-def create_app(settings: Settings) -> Litestar:
-    return create_service_app("ledger", settings, route_handlers=[])
+def _ledger(state: State) -> Ledger:
+    ledger: Ledger = state.ledger
+    return ledger
+
+
+def _json(raw: str, status: int = 200) -> Response[bytes]:
+    return Response(raw.encode(), status_code=status, media_type=MediaType.JSON)
+
+
+async def _run(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
+    try:
+        raw = await _ledger(state).call_raw(operation, *args)
+    except LedgerError as exc:
+        if exc.status >= 500:
+            log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
+            raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
+        raise ServiceError(exc.status, exc.code, exc.detail) from None
+    return _json(raw)
+
+
+@post("/v1/deposits", status_code=200)
+async def deposit(data: DepositRequest, state: State) -> Response[bytes]:
+    args = _ledger(state).deposit_args(
+        data.idempotency_key, data.player, data.amount, data.currency, data.reference
+    )
+    return await _run(state, "deposit", args)
+
+
+@post("/v1/withdrawals", status_code=200)
+async def withdraw(data: WithdrawRequest, state: State) -> Response[bytes]:
+    args = _ledger(state).withdraw_args(
+        data.idempotency_key, data.player, data.amount, data.currency, data.reference
+    )
+    return await _run(state, "withdraw", args)
+
+
+@post("/v1/holds", status_code=200)
+async def hold(data: HoldRequest, state: State) -> Response[bytes]:
+    args = _ledger(state).hold_args(
+        data.idempotency_key,
+        data.player,
+        data.reservation_id,
+        data.amount,
+        data.currency,
+        data.table_id,
+    )
+    return await _run(state, "hold", args)
+
+
+@post("/v1/holds/release", status_code=200)
+async def release(data: ReleaseRequest, state: State) -> Response[bytes]:
+    args = _ledger(state).release_args(data.idempotency_key, data.reservation_id)
+    return await _run(state, "release", args)
+
+
+@post("/v1/matches/start", status_code=200)
+async def start_match(data: StartMatchRequest, state: State) -> Response[bytes]:
+    seats = [Seat(s.seat, s.player, s.reservation_id) for s in data.seats]
+    args = _ledger(state).start_args(
+        data.idempotency_key, data.match_id, data.tier, data.variant, seats, data.currency
+    )
+    return await _run(state, "start", args)
+
+
+@post("/v1/matches/settle", status_code=200)
+async def settle_match(data: SettleMatchRequest, state: State) -> Response[bytes]:
+    settings: Settings = state.settings
+    winners = [Winner(w.player, w.shares) for w in data.winners]
+    args = _ledger(state).settle_args(
+        data.idempotency_key, data.match_id, winners, settings.commission_rate_bp
+    )
+    return await _run(state, "settle", args)
+
+
+@post("/v1/matches/void", status_code=200)
+async def void_match(data: VoidMatchRequest, state: State) -> Response[bytes]:
+    args = _ledger(state).void_args(data.idempotency_key, data.match_id, data.reason)
+    return await _run(state, "void", args)
+
+
+@get("/v1/wallets/{player:str}")
+async def wallet(player: str, state: State) -> WalletBalance:
+    found = await _ledger(state).wallet_balance(player)
+    if found is None:
+        raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
+    balance, currency, version = found
+    return WalletBalance(
+        player=player,
+        account="wallet:" + player,
+        currency=currency,
+        balance=balance,
+        version=version,
+    )
+
+
+# --- finance reports ---------------------------------------------------------------------
+
+
+def _parse_time(name: str, raw: str | None) -> dt.datetime | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ServiceError(400, "invalid_time", f"{name} must be an ISO 8601 time") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def _parse_date(name: str, raw: str | None) -> dt.date | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return dt.date.fromisoformat(raw)
+    except ValueError:
+        raise ServiceError(400, "invalid_date", f"{name} must be YYYY-MM-DD") from None
+
+
+def _rows(rows: list[dict[str, Any]], fmt: str) -> Response[Any]:
+    if fmt == "csv":
+        return Response(reports.to_csv(rows), media_type="text/csv")
+    if fmt != "json":
+        raise ServiceError(400, "invalid_format", "format must be json or csv")
+    return _json(reports.to_json(rows))
+
+
+@get("/v1/reports/trial-balance")
+async def trial_balance_report(
+    state: State, at: str | None = None, format: str = "json"
+) -> Response[Any]:
+    when = _parse_time("at", at)
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.trial_balance(conn, when)
+    if format == "csv":
+        return _rows(report["accounts"], "csv")
+    return _json(reports.to_json(report))
+
+
+@get("/v1/reports/pots")
+async def pots_report(
+    state: State, status: str | None = None, format: str = "json"
+) -> Response[Any]:
+    if status not in (None, "open", "settled", "voided"):
+        raise ServiceError(400, "invalid_status", "status must be open, settled or voided")
+    async with _ledger(state).pool.acquire() as conn:
+        rows = await reports.pots(conn, status)
+    return _rows(rows, format)
+
+
+@get("/v1/reports/commission")
+async def commission_report(
+    state: State,
+    by: str = "day,tier,variant",
+    since: str | None = None,
+    until: str | None = None,
+    format: str = "json",
+) -> Response[Any]:
+    dims = tuple(d for d in by.split(",") if d)
+    if any(d not in ("day", "tier", "variant") for d in dims):
+        raise ServiceError(400, "invalid_grouping", "by is a comma list of day, tier, variant")
+    async with _ledger(state).pool.acquire() as conn:
+        rows = await reports.commission(
+            conn, dims, _parse_date("since", since), _parse_date("until", until)
+        )
+    return _rows(rows, format)
+
+
+@get("/v1/reports/statements/{player:str}")
+async def statement_report(
+    player: str,
+    state: State,
+    since: str | None = None,
+    until: str | None = None,
+    format: str = "json",
+) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.statement(
+            conn, player, _parse_time("since", since), _parse_time("until", until)
+        )
+    if report is None:
+        raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
+    if format == "csv":
+        return _rows(report["lines"], "csv")
+    return _json(reports.to_json(report))
+
+
+@get("/v1/reports/balance")
+async def balance_report(state: State, account: str, at: str) -> Response[Any]:
+    when = _parse_time("at", at)
+    if when is None:
+        raise ServiceError(400, "invalid_time", "at is required")
+    async with _ledger(state).pool.acquire() as conn:
+        balance = await reports.balance_at(conn, account, when)
+    if balance is None:
+        raise ServiceError(404, "unknown_account", f"no account {account}")
+    return _json(reports.to_json({"account": account, "at": when, "balance": balance}))
+
+
+@get("/v1/reports/journal")
+async def journal_report(
+    state: State, since: str | None = None, until: str | None = None, format: str = "json"
+) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        rows = await reports.journal(conn, _parse_time("since", since), _parse_time("until", until))
+    return _rows(rows, format)
+
+
+@get("/v1/reports/reconcile")
+async def reconcile_report(state: State, date: str | None = None) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.reconcile(conn, _parse_date("date", date))
+    return _json(reports.to_json(report))
+
+
+@get("/v1/reports/chain")
+async def chain_report(state: State) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        await chain.seal(conn)
+        report = await chain.verify(conn)
+    return _json(reports.to_json(report.as_dict()))
+
+
+async def _sealer(app: Litestar) -> None:
+    while True:
+        await asyncio.sleep(SEAL_INTERVAL_S)
+        try:
+            async with _ledger(app.state).pool.acquire() as conn:
+                await chain.seal(conn)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # keep sealing on the next tick
+            log.warning("chain_seal_failed", error=str(exc))
+
+
+def create_app(
+    settings: Settings, *, pool_size: int = 20, seal_in_background: bool = True
+) -> Litestar:
+    async def open_ledger(app: Litestar) -> None:
+        app.state.ledger = await Ledger.connect(
+            settings.database_url, min_size=2, max_size=pool_size, application_name="mesa-ledger"
+        )
+        if seal_in_background:
+            app.state.sealer = asyncio.create_task(_sealer(app))
+
+    async def close_ledger(app: Litestar) -> None:
+        task: asyncio.Task[None] | None = app.state.get("sealer")
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        ledger: Ledger | None = app.state.get("ledger")
+        if ledger is not None:
+            await ledger.close()
+
+    return create_service_app(
+        "ledger",
+        settings,
+        [
+            deposit,
+            withdraw,
+            hold,
+            release,
+            start_match,
+            settle_match,
+            void_match,
+            wallet,
+            trial_balance_report,
+            pots_report,
+            commission_report,
+            statement_report,
+            balance_report,
+            journal_report,
+            reconcile_report,
+            chain_report,
+        ],
+        on_startup=[open_ledger],
+        on_shutdown=[close_ledger],
+        pool_size=2,
+    )

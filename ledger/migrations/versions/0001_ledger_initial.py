@@ -664,7 +664,9 @@ def upgrade() -> None:
             "__SHARDS__", str(COMMISSION_SHARDS)
         )
     )
-    op.execute("INSERT INTO ledger.accounts (code, kind, currency) VALUES ('external:cashier', 'cashier', 'USD')")
+    op.execute(
+        "INSERT INTO ledger.accounts (code, kind, currency) VALUES ('external:cashier', 'cashier', 'USD')"
+    )
     op.execute(
         "INSERT INTO ledger.accounts (code, kind, currency) "
         f"SELECT 'house:commission:' || lpad(n::text, 2, '0'), 'commission', 'USD' "

@@ -1,0 +1,139 @@
+"""The ledger service's internal API contract: request and response Structs.
+
+Every write carries an ``idempotency_key`` (1..200 chars). Retrying the same request with the
+same key returns the first result (``replayed: true``); reusing a key for a different request
+is refused with 409 ``idempotency_key_reused``. Amounts are integer cents; currency is an
+ISO 4217 code (the ledger keeps USD accounts).
+
+Endpoints (all need a service credential; 4xx bodies are ``{"error": code, "detail": text}``):
+
+    POST /v1/deposits                      DepositRequest   -> EntryResult  (cashier)
+    POST /v1/withdrawals                   WithdrawRequest  -> EntryResult  (cashier)
+    POST /v1/holds                         HoldRequest      -> EntryResult  (matchmaking)
+    POST /v1/holds/release                 ReleaseRequest   -> EntryResult  (matchmaking)
+    POST /v1/matches/start                 StartMatchRequest -> EntryResult (matchmaking)
+    POST /v1/matches/settle                SettleMatchRequest -> EntryResult (engine)
+    POST /v1/matches/void                  VoidMatchRequest -> EntryResult  (engine/matchmaking)
+    GET  /v1/wallets/{player}              -> WalletBalance
+    GET  /v1/reports/trial-balance[?at=ISO]
+    GET  /v1/reports/pots[?status=open|settled|voided][&format=csv]
+    GET  /v1/reports/commission[?by=day,tier,variant][&since=&until=][&format=csv]
+    GET  /v1/reports/statements/{player}[?since=&until=][&format=csv]
+    GET  /v1/reports/balance?account=CODE&at=ISO
+    GET  /v1/reports/journal[?since=&until=][&format=csv]
+    GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
+    GET  /v1/reports/chain                 (verify the hash chain)
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from ledger.models import EntryResult, Payout, PostingOut
+
+__all__ = [
+    "DepositRequest",
+    "EntryResult",
+    "HoldRequest",
+    "Payout",
+    "PostingOut",
+    "ReleaseRequest",
+    "SeatStake",
+    "SettleMatchRequest",
+    "StartMatchRequest",
+    "VoidMatchRequest",
+    "WalletBalance",
+    "WinnerShare",
+    "WithdrawRequest",
+]
+
+MAX_CENTS = 10**13  # one hundred billion dollars: anything above is a bug, not a bet
+
+Key = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+PlayerId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.@:-]{1,64}$")]
+RefId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+Cents = Annotated[int, msgspec.Meta(gt=0, le=MAX_CENTS)]
+Currency = Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+Text = Annotated[str, msgspec.Meta(max_length=200)]
+
+
+class DepositRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    idempotency_key: Key
+    player: PlayerId
+    amount: Cents
+    reference: Text
+    currency: Currency = "USD"
+
+
+class WithdrawRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    idempotency_key: Key
+    player: PlayerId
+    amount: Cents
+    reference: Text
+    currency: Currency = "USD"
+
+
+class HoldRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Reserve ``amount`` of ``player``'s wallet for one seat; one hold per reservation."""
+
+    idempotency_key: Key
+    player: PlayerId
+    reservation_id: RefId
+    amount: Cents
+    table_id: Text = ""
+    currency: Currency = "USD"
+
+
+class ReleaseRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    idempotency_key: Key
+    reservation_id: RefId
+
+
+class SeatStake(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seat: Annotated[int, msgspec.Meta(ge=0, le=16)]
+    player: PlayerId
+    reservation_id: RefId
+
+
+class StartMatchRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Move every seat's hold into the match's pot, all or nothing (once per match)."""
+
+    idempotency_key: Key
+    match_id: RefId
+    tier: Label
+    variant: Label
+    seats: Annotated[list[SeatStake], msgspec.Meta(min_length=2, max_length=16)]
+    currency: Currency = "USD"
+
+
+class WinnerShare(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    player: PlayerId
+    shares: Annotated[int, msgspec.Meta(ge=1, le=1000)] = 1
+
+
+class SettleMatchRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Empty the pot: ``pot * rate_bp // 10000`` to the house, the rest to the winners in
+    proportion to their shares (largest remainder; leftover cents by seat order)."""
+
+    idempotency_key: Key
+    match_id: RefId
+    winners: Annotated[list[WinnerShare], msgspec.Meta(min_length=1, max_length=16)]
+
+
+class VoidMatchRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Refund every stake of an unfinished match to the wallet it came from."""
+
+    idempotency_key: Key
+    match_id: RefId
+    reason: Text = ""
+
+
+class WalletBalance(msgspec.Struct, frozen=True):
+    player: str
+    account: str
+    currency: str
+    balance: int
+    version: int

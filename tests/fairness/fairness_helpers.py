@@ -1,0 +1,107 @@
+"""Helpers for the fairness tests: a fixed operator key and a complete, valid transcript."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from fairness.commitments import (
+    SeedRound,
+    canonical_json,
+    checkpoint_record,
+    commitment_record,
+    player_seed_commitment,
+    server_seed_commitment,
+    sign_record,
+)
+from fairness.keys import OperatorKey
+from fairness.merkle import MemoryTree
+from fairness.shuffle import deal
+from fairness.transcript import Transcript, build_transcript
+from fairness.verify import replay_scenario
+
+EXAMPLE_KEY_SEED = bytes.fromhex("8d405a0d7487d0e0ede671b748066f747bb6e4145b5af924daba9d338f8306d4")
+SERVER_SEED = bytes(range(32))
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+
+
+def fake_replayer(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """Stands in for the rules core: the 'result' is a digest of the whole scenario."""
+    digest = hashlib.sha256(canonical_json(dict(scenario))).hexdigest()
+    return {"events": [], "result": {"digest": digest}, "awaiting": None}
+
+
+def make_transcript(
+    key: OperatorKey,
+    *,
+    result: Mapping[str, Any] | None = None,
+    moves: list[dict[str, Any]] | None = None,
+    other_leaves: int = 5,
+) -> Transcript:
+    record = commitment_record(
+        deal_id="table-7/match-3/hand-1",
+        table_id="table-7",
+        variant="dominicana",
+        options={"mode": "2v2", "target": 100},
+        tile_set=6,
+        hand_size=7,
+        seats=["p-alice", "p-bob", "p-carol", None],
+        commitment=server_seed_commitment(SERVER_SEED),
+        time=T0,
+        signing_key_id=key.key_id,
+    )
+    envelope = sign_record(key.private_key, record)
+    rnd = SeedRound(4)
+    rnd.commit(0, player_seed_commitment("alice"))
+    rnd.commit(1, player_seed_commitment("bob"))
+    rnd.commit(3, player_seed_commitment("dave"))
+    rnd.open_reveals()
+    rnd.reveal(0, "alice")
+    rnd.reveal(1, "bob")
+    seeds = rnd.close()  # seat 2 never committed, seat 3 never revealed
+    d = deal(SERVER_SEED, "table-7/match-3/hand-1", seeds.seeds, 6, 7)
+    tree = MemoryTree()
+    for i in range(other_leaves):
+        tree.append(f"earlier leaf {i}".encode())
+    from fairness.commitments import leaf_bytes
+
+    index = tree.append(leaf_bytes(envelope))
+    tree.append(b"a later leaf")
+    cp = sign_record(
+        key.private_key,
+        checkpoint_record(
+            origin="mesa-fairness-log",
+            tree_size=tree.size,
+            root_hash=tree.root(),
+            time=T0,
+            signing_key_id=key.key_id,
+        ),
+    )
+    mv = moves if moves is not None else [{"tile": "0-0"}, {"tile": "0-1", "end": "right"}]
+    t = build_transcript(
+        commitment=envelope,
+        public_keys=[key.public_hex()],
+        seed_entries=seeds.entries,
+        server_seed=SERVER_SEED,
+        deal=d,
+        opener=0,
+        first_hand=True,
+        scores=[0, 0],
+        moves=mv,
+        result=result,
+        leaf_index=index,
+        tree_size=tree.size,
+        path=tree.inclusion(index),
+        checkpoint=cp,
+    )
+    if result is None:
+        t.result = fake_replayer(replay_scenario(t))["result"]
+    return t
+
+
+def example_key() -> OperatorKey:
+    return OperatorKey(Ed25519PrivateKey.from_private_bytes(EXAMPLE_KEY_SEED))

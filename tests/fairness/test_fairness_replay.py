@@ -1,0 +1,132 @@
+"""End to end with the real rules core: deal, play a hand, build the transcript, verify it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from fairness.commitments import (
+    SeedRound,
+    checkpoint_record,
+    leaf_bytes,
+    player_seed_commitment,
+    sign_record,
+)
+from fairness.flow import close_deal, make_deal, open_deal
+from fairness.keys import OperatorKey
+from fairness.merkle import MemoryTree
+from fairness.rules_bridge import replayer
+from fairness.transcript import Transcript, build_transcript, encode_transcript
+from fairness.verify import verify_transcript
+from services.cli import main as mesa
+from tests.fairness.fairness_helpers import T0
+
+replay = replayer()
+
+
+def _play_out(scenario: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Pick, at every turn, the first tile (in hand order) that the rules core accepts."""
+    moves: list[dict[str, Any]] = []
+    out = replay({**scenario, "moves": moves})
+    held = {i: list(h) for i, h in enumerate(scenario["hands"])}
+    while out["awaiting"] is not None:
+        seat = out["awaiting"]["seat"]
+        for tile in held[seat] + list(scenario["stock"]):
+            for extra in ({}, {"end": "left"}, {"end": "right"}):
+                try:
+                    out = replay({**scenario, "moves": [*moves, {"tile": tile, **extra}]})
+                except Exception:
+                    continue
+                moves.append({"tile": tile, **extra})
+                break
+            else:
+                continue
+            break
+        else:
+            raise AssertionError(f"no legal move for seat {seat}")
+    return moves, out["result"]
+
+
+@pytest.fixture
+def real_transcript(operator_key: OperatorKey) -> Transcript:
+    options = {"mode": "2v2", "target": 100}
+    opened = open_deal(
+        operator_key,
+        deal_id="dom/m1/h1",
+        table_id="t1",
+        variant="dominicana",
+        options=options,
+        tile_set=6,
+        hand_size=7,
+        seats=["a", "b", "c", "d"],
+        now=T0,
+    )
+    tree = MemoryTree()
+    index = tree.append(leaf_bytes(opened.commitment))
+    rnd = SeedRound(4)
+    for s, seed in enumerate(["s0", "s1", "s2", "s3"]):
+        rnd.commit(s, player_seed_commitment(seed))
+    rnd.open_reveals()
+    for s, seed in enumerate(["s0", "s1", "s2", "s3"]):
+        rnd.reveal(s, seed)
+    seeds = rnd.close()
+    d = make_deal(opened, seeds)
+    hands, stock = d.as_strings()
+    scenario = {"variant": "dominicana", "options": options, "hands": hands, "stock": stock}
+    scenario |= {"first_hand": True, "scores": [0, 0]}
+    moves, result = _play_out(scenario)
+    tree.append(leaf_bytes(close_deal(operator_key, opened, seeds, moves, result, T0)))
+    cp = sign_record(
+        operator_key.private_key,
+        checkpoint_record(
+            origin="mesa-fairness-log",
+            tree_size=tree.size,
+            root_hash=tree.root(),
+            time=T0,
+            signing_key_id=operator_key.key_id,
+        ),
+    )
+    return build_transcript(
+        commitment=opened.commitment,
+        public_keys=[operator_key.public_hex()],
+        seed_entries=seeds.entries,
+        server_seed=opened.server_seed,
+        deal=d,
+        opener=None,
+        first_hand=True,
+        scores=[0, 0],
+        moves=moves,
+        result=result,
+        leaf_index=index,
+        tree_size=tree.size,
+        path=tree.inclusion(index),
+        checkpoint=cp,
+    )
+
+
+def test_real_hand_verifies(real_transcript: Transcript) -> None:
+    report = verify_transcript(real_transcript, replayer=replay)
+    assert report.ok, report.checks
+
+
+def test_real_hand_tampered_result_fails_replay(real_transcript: Transcript) -> None:
+    doc = msgspec.to_builtins(real_transcript)
+    doc["result"]["points"] += 1
+    t = msgspec.convert(doc, Transcript)
+    assert verify_transcript(t, replayer=replay).failed == ["replay"]
+    doc = msgspec.to_builtins(real_transcript)
+    doc["moves"] = doc["moves"][:-1]
+    t = msgspec.convert(doc, Transcript)
+    assert verify_transcript(t, replayer=replay).failed == ["replay"]
+
+
+def test_cli_verifies_with_rules_core(
+    real_transcript: Transcript, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    p = tmp_path / "hand.json"
+    p.write_bytes(encode_transcript(real_transcript))
+    assert mesa(["audit", "verify", str(p)]) == 0
+    assert capsys.readouterr().out == "verified\n"

@@ -75,8 +75,8 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
     seeds = rnd.close()
     d = make_deal(opened, seeds)
     hands, stock = d.as_strings()
-    scenario = {"variant": "dominicana", "options": options, "hands": hands, "stock": stock}
-    scenario |= {"first_hand": True, "scores": [0, 0]}
+    scenario: dict[str, Any] = {"variant": "dominicana", "options": options}
+    scenario |= {"hands": hands, "stock": stock, "first_hand": True, "scores": [0, 0]}
     moves, result = _play_out(scenario)
     tree.append(leaf_bytes(close_deal(operator_key, opened, seeds, moves, result, T0)))
     cp = sign_record(

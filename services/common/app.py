@@ -30,6 +30,7 @@ from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
 from services.common.errors import ServiceError
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
+from services.common.metrics import REQUEST_SECONDS, REQUESTS, render
 
 log = get_logger()
 
@@ -104,7 +105,7 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 
 def request_id_middleware(app: ASGIApp) -> ASGIApp:
-    """Accept or create `X-Request-ID`, bind it for logging, echo it, and log each request."""
+    """Accept or create `X-Request-ID`, bind it for logging, echo it, log and count requests."""
     header_key = REQUEST_ID_HEADER.lower().encode()
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
@@ -133,22 +134,31 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         try:
             await app(scope, receive, send_with_id)
         finally:
+            elapsed_s = time.perf_counter() - started
+            method = scope.get("method", "WS")
+            route = scope.get("path_template") or "unmatched"
+            service = scope["app"].state.get("service", "unknown") if "app" in scope else "unknown"
+            REQUESTS.labels(service, method, route, f"{status_holder[0] // 100}xx").inc()
+            REQUEST_SECONDS.labels(service, route).observe(elapsed_s)
             log.debug(
                 "request",
-                method=scope.get("method", "WS"),
+                method=method,
                 path=scope.get("path", ""),
                 status=status_holder[0],
-                duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                duration_ms=round(elapsed_s * 1000, 2),
             )
             reset_contextvars(**tokens)
 
     return middleware
 
 
+_UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
+
+
 def internal_auth_guard(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
 ) -> None:
-    if connection.scope.get("path") == "/health":
+    if connection.scope.get("path") in _UNGUARDED_PATHS:
         return
     settings: Settings = connection.app.state.settings
     try:
@@ -167,6 +177,27 @@ def make_health_handler(service: str) -> Any:
         return Response(body, status_code=200 if ok else 503)
 
     return health
+
+
+@get("/metrics", include_in_schema=False)
+async def metrics_handler(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Prometheus exposition. On the public gateway only loopback and private networks see it."""
+    state = request.app.state
+    client = request.client.host if request.client else ""
+    if state.get("public") and not _is_private_address(client):
+        raise NotAuthorizedException(detail="metrics are not public")
+    body, content_type = render()
+    return Response(body, media_type=content_type)
+
+
+def _is_private_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host == "testclient"
+    return address.is_loopback or address.is_private
 
 
 LifespanHook = Callable[[Litestar], Awaitable[None]]
@@ -196,8 +227,8 @@ def create_service_app(
             await engine.dispose()
 
     return Litestar(
-        route_handlers=[make_health_handler(service), *route_handlers],
-        state=State({"settings": settings, "service": service}),
+        route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
+        state=State({"settings": settings, "service": service, "public": public}),
         guards=[] if public else [internal_auth_guard],
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[request_id_middleware],

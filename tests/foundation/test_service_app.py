@@ -127,3 +127,14 @@ async def test_internal_client_carries_credential_and_request_id(database_url, i
             await client.aclose()
     assert result == Seen(request_id="carried-7", caller="matchmaking")
     assert (error.status, error.code) == (409, "already_done")
+
+
+async def test_metrics_are_exposed_with_bounded_labels(database_url, internal_secret):
+    app, _ = _app(database_url, internal_secret)
+    auth = {"Authorization": header_value(internal_secret, "gateway")}
+    async with AsyncTestClient(app) as client:
+        await client.get("/internal/seen", headers=auth)
+        response = await client.get("/metrics")
+    assert response.status_code == 200
+    assert 'route="/internal/seen"' in response.text
+    assert "mesa_http_request_duration_seconds_bucket" in response.text

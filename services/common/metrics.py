@@ -1,0 +1,63 @@
+"""Prometheus metrics shared by every service process.
+
+Each process has its own registry (scraped per pod). Labels are bounded: the route template,
+never the raw path, so a client cannot create unbounded series by varying ids.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import generate_latest as _generate_latest
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+REQUESTS = Counter(
+    "mesa_http_requests",
+    "HTTP requests handled, by service, method, route template and status class",
+    ["service", "method", "route", "status"],
+    registry=REGISTRY,
+)
+REQUEST_SECONDS = Histogram(
+    "mesa_http_request_duration_seconds",
+    "HTTP request latency in seconds",
+    ["service", "route"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+    registry=REGISTRY,
+)
+LIVE_MATCHES = Gauge(
+    "mesa_live_matches", "Matches running in this engine process", registry=REGISTRY
+)
+ACTIONS = Counter(
+    "mesa_actions", "Player and forced actions applied by the engine", registry=REGISTRY
+)
+LEDGER_POSTINGS = Counter(
+    "mesa_ledger_entries", "Journal entries posted, by operation", ["operation"], registry=REGISTRY
+)
+OUTSTANDING_HOLDS = Gauge(
+    "mesa_outstanding_holds", "Seat holds placed and not yet released or moved", registry=REGISTRY
+)
+SETTLEMENT_RETRIES = Counter(
+    "mesa_settlement_retries", "Settlement or void calls retried by the engine", registry=REGISTRY
+)
+SETTLEMENT_FAILURES = Counter(
+    "mesa_settlement_failures", "Settlement or void attempts that failed", registry=REGISTRY
+)
+CHECKPOINT_AGE_SECONDS = Gauge(
+    "mesa_log_checkpoint_age_seconds",
+    "Age of the newest signed transparency-log checkpoint",
+    registry=REGISTRY,
+)
+ORPHAN_COMMITMENTS = Gauge(
+    "mesa_log_orphan_commitments",
+    "Commitments in the log without a result or void record",
+    registry=REGISTRY,
+)
+RECONCILIATION_DISCREPANCIES = Gauge(
+    "mesa_reconciliation_discrepancies",
+    "Discrepancies found by the last ledger reconciliation",
+    registry=REGISTRY,
+)
+
+
+def render() -> tuple[bytes, str]:
+    return _generate_latest(REGISTRY), CONTENT_TYPE_LATEST

@@ -55,6 +55,10 @@ from services.engine.rules.variants import RuleSet
 _PLAY_OPEN = [Play(t, NO_END) for t in range(TILE_COUNT)]
 _PLAY_LEFT = [Play(t, LEFT) for t in range(TILE_COUNT)]
 _PLAY_RIGHT = [Play(t, RIGHT) for t in range(TILE_COUNT)]
+# Memo of legal plays by (playable tiles, ends): a pure function's cache, bounded.
+_LEGAL_CACHE: dict[int, tuple[Action, ...]] = {}
+_LEGAL_CACHE_MAX = 1 << 16
+_FULL_MASK = {p: sum(1 << t for t in tile_set(p)) for p in (6, 9)}
 
 
 def new_match(rules: RuleSet) -> MatchState:
@@ -103,31 +107,30 @@ def start_hand(
     n = rules.seats
     if len(hands) != n:
         raise InvalidDeal("bad_deal", f"{rules.variant} needs {n} hands, got {len(hands)}")
-    full = tile_set(rules.max_pip)
-    seen: set[int] = set()
-    masks = []
-    for s, h in enumerate(hands):
-        if len(h) != rules.hand_size:
-            raise InvalidDeal(
-                "bad_deal", f"seat {s} has {len(h)} tiles, the variant deals {rules.hand_size}"
-            )
-        m = 0
-        for t in h:
-            if t in seen:
-                raise InvalidDeal("bad_deal", f"tile {tile_str(t)} appears twice")
-            seen.add(t)
-            m |= 1 << t
-        masks.append(m)
-    for t in stock:
-        if t in seen:
-            raise InvalidDeal("bad_deal", f"tile {tile_str(t)} appears twice")
-        seen.add(t)
-    if seen != set(full):
-        extra = sorted(seen - set(full))
-        if extra:
-            raise InvalidDeal("bad_deal", f"tile {tile_str(extra[0])} is not in this set")
-        missing = sorted(set(full) - seen)
-        raise InvalidDeal("bad_deal", f"tile {tile_str(missing[0])} is missing from the deal")
+    full = _FULL_MASK[rules.max_pip]
+    try:
+        masks = []
+        union = 0
+        count = 0
+        for s, h in enumerate(hands):
+            if len(h) != rules.hand_size:
+                raise InvalidDeal(
+                    "bad_deal", f"seat {s} has {len(h)} tiles, the variant deals {rules.hand_size}"
+                )
+            m = 0
+            for t in h:
+                m |= 1 << t
+            masks.append(m)
+            union |= m
+            count += len(h)
+        for t in stock:
+            union |= 1 << t
+        count += len(stock)
+    except (TypeError, ValueError):
+        _explain_bad_deal(hands, stock, full)
+        raise
+    if union != full or count != full.bit_count():
+        _explain_bad_deal(hands, stock, full)
     for name, seat in (("opener", opener),):
         if seat is not None and not (type(seat) is int and 0 <= seat < n):
             raise InvalidDeal("bad_opener", f"{name} {seat!r} is not a seat")
@@ -140,7 +143,10 @@ def start_hand(
     priority = None
     side_right = opening_side
     if first_hand and rules.first_opening == V.OPEN_HIGHEST:
-        forced = max((t for m in masks for t in tiles_of(m)), key=rank)
+        dealt = 0
+        for m in masks:
+            dealt |= m
+        forced = max(tiles_of(dealt), key=rank)
         holder = next(s for s in range(n) if masks[s] >> forced & 1)
         if opener is not None and opener != holder:
             raise InvalidDeal(
@@ -195,6 +201,7 @@ def start_hand(
         last_player=-1,
         passes=0,
         plays=0,
+        live=union if rules.draws else union & ~_stock_mask(stock),
         scores=match.scores,
         bonuses=(),
         log=None,
@@ -202,6 +209,25 @@ def start_hand(
         first_pass_pending=setup.first_pass_pending,
         result=None,
     )
+
+
+def _stock_mask(stock: Sequence[int]) -> int:
+    m = 0
+    for t in stock:
+        m |= 1 << t
+    return m
+
+
+def _explain_bad_deal(hands: Sequence[Sequence[int]], stock: Sequence[int], full: int) -> None:
+    seen: set[int] = set()
+    for t in [t for h in hands for t in h] + list(stock):
+        if not (type(t) is int and 0 <= t < TILE_COUNT and full >> t & 1):
+            raise InvalidDeal("bad_deal", f"tile {t!r} is not in this set")
+        if t in seen:
+            raise InvalidDeal("bad_deal", f"tile {tile_str(t)} appears twice")
+        seen.add(t)
+    missing = [t for t in tiles_of(full) if t not in seen]
+    raise InvalidDeal("bad_deal", f"tile {tile_str(missing[0])} is missing from the deal")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -236,6 +262,10 @@ def legal_actions(state: HandState, seat: int | None = None) -> tuple[Action, ..
                     m ^= low
         else:
             r = state.right
+            key = (h & (NUM_MASK[le] | NUM_MASK[r])) * 100 + le * 10 + r
+            cached = _LEGAL_CACHE.get(key)
+            if cached is not None:
+                return cached
             m = h & NUM_MASK[le]
             while m:
                 low = m & -m
@@ -247,6 +277,10 @@ def legal_actions(state: HandState, seat: int | None = None) -> tuple[Action, ..
                     low = m & -m
                     out.append(_PLAY_RIGHT[low.bit_length() - 1])
                     m ^= low
+            if len(_LEGAL_CACHE) >= _LEGAL_CACHE_MAX:
+                _LEGAL_CACHE.clear()
+            found = _LEGAL_CACHE[key] = tuple(out)
+            return found
         if state.plays == 0 and state.rules.redeal_doubles and _redeal_ok(state, turn):
             out.append(RequestRedeal(turn))
         return tuple(out)
@@ -420,14 +454,9 @@ def _play(state: HandState, action: Play) -> tuple[HandState, tuple[Event, ...]]
             state, new_hands, state.stock, nl, nr, events, plays, seat, "domino", pase, (le, r, t)
         )
     fit = NUM_MASK[nl] | NUM_MASK[nr]
+    live = state.live ^ (1 << t)
     if rules.tranque_detect == V.TRANQUE_LOCK:
-        every = 0
-        for m in new_hands:
-            every |= m
-        if rules.draws:
-            for x in state.stock:
-                every |= 1 << x
-        if not every & fit:
+        if not live & fit:
             return _end_hand(
                 state, new_hands, state.stock, nl, nr, events, plays, seat, "tranque", pase, None
             )
@@ -529,11 +558,15 @@ def _play(state: HandState, action: Play) -> tuple[HandState, tuple[Event, ...]]
             return _end_hand(
                 st, new_hands, stock, nl, nr, events, plays, seat, "tranque", None, None
             )
-    log = state.log
-    for e in events:
-        log = (e, log)
+    if len(events) == 1:
+        log = (events[0], state.log)
+    else:
+        log = state.log
+        for e in events:
+            log = (e, log)
     new = replace(
         state,
+        live=live,
         hands=tuple(new_hands),
         stock=stock,
         left=nl,

@@ -127,6 +127,7 @@ class HandState(msgspec.Struct, frozen=True):
     last_player: int  # seat that placed the last tile
     passes: int  # consecutive passes since the last tile
     plays: int  # tiles on the table
+    live: int  # unplayed tiles that can still reach the table (hands, plus boneyard if drawn)
     scores: tuple[int, ...]  # running side totals (counted bonuses included)
     bonuses: tuple[BonusEvent, ...]
     log: Any

@@ -1,0 +1,145 @@
+"""Rules-core throughput: random playouts per variant, and 2v2 double-six against `dominoes`.
+
+Both sides of the comparison do the same job: shuffle a double-six set, deal 4 x 7, then play
+uniformly random legal moves until the game ends (dominó or tranque), picking moves with the
+same cheap `moves[int(random() * len(moves))]` so the RNG does not dominate either side.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import random
+import time
+from typing import Any
+
+from msgspec.structs import replace
+
+from bench.common import write_result
+from services.engine import rules as R
+
+SECONDS = 1.5
+
+VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
+    ("dominicana_2v2", "dominicana", {"mode": "2v2"}),
+    ("dominicana_1v1", "dominicana", {"mode": "1v1"}),
+    ("cubana_habana", "cubana", {"preset": "habana"}),
+    ("cubana_miami", "cubana", {"preset": "miami"}),
+    ("cubana_oriente", "cubana", {"preset": "oriente"}),
+    ("cubana_barrio", "cubana", {"preset": "barrio"}),
+    ("casa_pairs", "casa", {}),
+    ("casa_2_players", "casa", {"players": 2}),
+    ("apuesta_parejas", "apuesta", {"mode": "parejas"}),
+    ("apuesta_1v1", "apuesta", {"mode": "1v1"}),
+    ("apuesta_trios", "apuesta", {"mode": "trios"}),
+]
+
+
+def _mesa_hands(
+    rs: R.RuleSet, seconds: float, seed: int = 7, later: bool = False
+) -> tuple[int, int, float]:
+    """Random first hands of a match (or, with `later`, later hands from a random opener)."""
+    rng = random.Random(seed)
+    rand = rng.random
+    shuffle = rng.shuffle
+    tiles = list(R.tile_set(rs.max_pip))
+    k = rs.hand_size
+    n = rs.seats
+    match = R.new_match(rs)
+    if later:
+        match = replace(match, hands_played=1)
+    apply = R.apply
+    legal = R.legal_actions
+    playing = R.PHASE_PLAY
+    hands = plays = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(50):
+            shuffle(tiles)
+            side = rng.randrange(2) if R.needs_opening_side(match) else None
+            opener = rng.randrange(n) if later else None
+            st = R.start_hand(
+                match, [tiles[s * k : (s + 1) * k] for s in range(n)], tiles[n * k :], opener, side
+            )
+            while st.phase != playing:
+                if st.phase != R.PHASE_CHOOSE:
+                    break
+                acts = legal(st, R.awaiting(st)[0])
+                st, _ = apply(st, acts[int(rand() * len(acts))])
+            while st.phase == playing:
+                acts = legal(st)
+                st, _ = apply(st, acts[int(rand() * len(acts))])
+                plays += 1
+            hands += 1
+    return hands, plays, time.perf_counter() - start
+
+
+def _dominoes_hands(seconds: float, seed: int = 7) -> tuple[int, int, float]:
+    import dominoes
+
+    rng = random.Random(seed)
+    rand = rng.random
+    dominoes.game.random.shuffle = rng.shuffle  # its deal shuffles with the module RNG
+    hands = plays = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        for _ in range(50):
+            game = dominoes.Game.new(starting_player=rng.randrange(4))
+            while game.result is None:
+                moves = game.valid_moves
+                game.make_move(*moves[int(rand() * len(moves))])
+                plays += 1
+            hands += 1
+    return hands, plays, time.perf_counter() - start
+
+
+def _row(hands: int, plays: int, elapsed: float) -> dict[str, float]:
+    return {
+        "hands_per_s": round(hands / elapsed, 1),
+        "us_per_play": round(elapsed / plays * 1e6, 3),
+        "plays_per_hand": round(plays / hands, 2),
+    }
+
+
+def _profile(rs: R.RuleSet) -> str:
+    prof = cProfile.Profile()
+    prof.enable()
+    _mesa_hands(rs, 0.5)
+    prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(8)
+    lines = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
+    return "\n".join(lines[-10:])
+
+
+def main() -> dict[str, Any]:
+    results: dict[str, Any] = {"variants": {}}
+    for name, variant, options in VARIANTS:
+        row = _row(*_mesa_hands(R.make_ruleset(variant, options), SECONDS))
+        results["variants"][name] = row
+        print(f"{name:<18} {row['hands_per_s']:>10.1f} hands/s {row['us_per_play']:>7.3f} us/play")
+    # Same job on both: 2v2 double-six, random legal moves, any opener, until the game ends.
+    same = R.make_ruleset(
+        "casa", {"players": 4, "pairs": True, "capicua_bonus": 0, "pase_corrido_bonus": 0}
+    )
+    ours = _row(*_mesa_hands(same, SECONDS * 2))
+    theirs = _row(*_dominoes_hands(SECONDS * 2))
+    ratio = round(ours["hands_per_s"] / theirs["hands_per_s"], 2)
+    results["comparison_2v2_double_six"] = {"mesa": ours, "dominoes": theirs, "speedup": ratio}
+    print(
+        f"2v2 double-six random games: mesa {ours['hands_per_s']} hands/s "
+        f"({ours['us_per_play']} us/play), dominoes {theirs['hands_per_s']} hands/s "
+        f"({theirs['us_per_play']} us/play): mesa is {ratio}x"
+    )
+    profile = _profile(R.make_ruleset("dominicana", {"mode": "2v2"}))
+    print("where the time goes (dominicana 2v2, cProfile, by own time):\n" + profile)
+    results["profile_top"] = profile
+    write_result("rules", results)
+    return results
+
+
+if __name__ == "__main__":
+    main()

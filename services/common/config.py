@@ -163,6 +163,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
 OTHER_VARIABLES = {
     "MESA_OPERATOR_KEY": "operator signing key as hex (instead of a file)",
     "MESA_TEST_DATABASE_URL": "tests: external PostgreSQL (superuser) instead of embedded",
+    "MESA_HEALTH_PORT": "container image: the port its HEALTHCHECK probes",
 }
 
 

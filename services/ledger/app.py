@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from typing import Any
+from typing import Any, TypeVar
 
-from litestar import Litestar, MediaType, Response, get, post
+import msgspec
+from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.datastructures import State
+from litestar.params import FromPath, FromQuery
 
 from ledger import chain, reports
 from ledger.errors import LedgerError
@@ -45,6 +47,24 @@ def _json(raw: str, status: int = 200) -> Response[bytes]:
     return Response(raw.encode(), status_code=status, media_type=MediaType.JSON)
 
 
+T = TypeVar("T")
+_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+
+
+async def _body(request: Request[Any, Any, Any], kind: type[T]) -> T:
+    """Strict msgspec decoding: a string where a number belongs is refused, not coerced."""
+    decoder = _decoders.get(kind)
+    if decoder is None:
+        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
+    try:
+        value: T = decoder.decode(await request.body())
+    except msgspec.ValidationError as exc:
+        raise ServiceError(400, "invalid_request", str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise ServiceError(400, "invalid_request", f"malformed JSON: {exc}") from None
+    return value
+
+
 async def _run(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
     try:
         raw = await _ledger(state).call_raw(operation, *args)
@@ -57,7 +77,8 @@ async def _run(state: State, operation: str, args: tuple[Any, ...]) -> Response[
 
 
 @post("/v1/deposits", status_code=200)
-async def deposit(data: DepositRequest, state: State) -> Response[bytes]:
+async def deposit(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, DepositRequest)
     args = _ledger(state).deposit_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
@@ -65,7 +86,8 @@ async def deposit(data: DepositRequest, state: State) -> Response[bytes]:
 
 
 @post("/v1/withdrawals", status_code=200)
-async def withdraw(data: WithdrawRequest, state: State) -> Response[bytes]:
+async def withdraw(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, WithdrawRequest)
     args = _ledger(state).withdraw_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
@@ -73,7 +95,8 @@ async def withdraw(data: WithdrawRequest, state: State) -> Response[bytes]:
 
 
 @post("/v1/holds", status_code=200)
-async def hold(data: HoldRequest, state: State) -> Response[bytes]:
+async def hold(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, HoldRequest)
     args = _ledger(state).hold_args(
         data.idempotency_key,
         data.player,
@@ -86,13 +109,15 @@ async def hold(data: HoldRequest, state: State) -> Response[bytes]:
 
 
 @post("/v1/holds/release", status_code=200)
-async def release(data: ReleaseRequest, state: State) -> Response[bytes]:
+async def release(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, ReleaseRequest)
     args = _ledger(state).release_args(data.idempotency_key, data.reservation_id)
     return await _run(state, "release", args)
 
 
 @post("/v1/matches/start", status_code=200)
-async def start_match(data: StartMatchRequest, state: State) -> Response[bytes]:
+async def start_match(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, StartMatchRequest)
     seats = [Seat(s.seat, s.player, s.reservation_id) for s in data.seats]
     args = _ledger(state).start_args(
         data.idempotency_key, data.match_id, data.tier, data.variant, seats, data.currency
@@ -101,7 +126,8 @@ async def start_match(data: StartMatchRequest, state: State) -> Response[bytes]:
 
 
 @post("/v1/matches/settle", status_code=200)
-async def settle_match(data: SettleMatchRequest, state: State) -> Response[bytes]:
+async def settle_match(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, SettleMatchRequest)
     settings: Settings = state.settings
     winners = [Winner(w.player, w.shares) for w in data.winners]
     args = _ledger(state).settle_args(
@@ -111,13 +137,14 @@ async def settle_match(data: SettleMatchRequest, state: State) -> Response[bytes
 
 
 @post("/v1/matches/void", status_code=200)
-async def void_match(data: VoidMatchRequest, state: State) -> Response[bytes]:
+async def void_match(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, VoidMatchRequest)
     args = _ledger(state).void_args(data.idempotency_key, data.match_id, data.reason)
     return await _run(state, "void", args)
 
 
 @get("/v1/wallets/{player:str}")
-async def wallet(player: str, state: State) -> WalletBalance:
+async def wallet(player: FromPath[str], state: State) -> WalletBalance:
     found = await _ledger(state).wallet_balance(player)
     if found is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
@@ -163,7 +190,7 @@ def _rows(rows: list[dict[str, Any]], fmt: str) -> Response[Any]:
 
 @get("/v1/reports/trial-balance")
 async def trial_balance_report(
-    state: State, at: str | None = None, format: str = "json"
+    state: State, at: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
     when = _parse_time("at", at)
     async with _ledger(state).pool.acquire() as conn:
@@ -175,7 +202,7 @@ async def trial_balance_report(
 
 @get("/v1/reports/pots")
 async def pots_report(
-    state: State, status: str | None = None, format: str = "json"
+    state: State, status: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
     if status not in (None, "open", "settled", "voided"):
         raise ServiceError(400, "invalid_status", "status must be open, settled or voided")
@@ -187,10 +214,10 @@ async def pots_report(
 @get("/v1/reports/commission")
 async def commission_report(
     state: State,
-    by: str = "day,tier,variant",
-    since: str | None = None,
-    until: str | None = None,
-    format: str = "json",
+    by: FromQuery[str] = "day,tier,variant",
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
+    format: FromQuery[str] = "json",
 ) -> Response[Any]:
     dims = tuple(d for d in by.split(",") if d)
     if any(d not in ("day", "tier", "variant") for d in dims):
@@ -204,11 +231,11 @@ async def commission_report(
 
 @get("/v1/reports/statements/{player:str}")
 async def statement_report(
-    player: str,
+    player: FromPath[str],
     state: State,
-    since: str | None = None,
-    until: str | None = None,
-    format: str = "json",
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
+    format: FromQuery[str] = "json",
 ) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.statement(
@@ -222,7 +249,9 @@ async def statement_report(
 
 
 @get("/v1/reports/balance")
-async def balance_report(state: State, account: str, at: str) -> Response[Any]:
+async def balance_report(
+    state: State, account: FromQuery[str], at: FromQuery[str]
+) -> Response[Any]:
     when = _parse_time("at", at)
     if when is None:
         raise ServiceError(400, "invalid_time", "at is required")
@@ -235,7 +264,10 @@ async def balance_report(state: State, account: str, at: str) -> Response[Any]:
 
 @get("/v1/reports/journal")
 async def journal_report(
-    state: State, since: str | None = None, until: str | None = None, format: str = "json"
+    state: State,
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
+    format: FromQuery[str] = "json",
 ) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         rows = await reports.journal(conn, _parse_time("since", since), _parse_time("until", until))
@@ -243,7 +275,7 @@ async def journal_report(
 
 
 @get("/v1/reports/reconcile")
-async def reconcile_report(state: State, date: str | None = None) -> Response[Any]:
+async def reconcile_report(state: State, date: FromQuery[str | None] = None) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.reconcile(conn, _parse_date("date", date))
     return _json(reports.to_json(report))

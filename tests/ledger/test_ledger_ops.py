@@ -131,14 +131,18 @@ async def test_pairs_split_odd_cent_to_lower_seat(ledger: Ledger) -> None:
         await funded(ledger, p, 1000)
     await seated_match(ledger, "ops-pairs", players, 251)  # pot 1004, commission 100, rest 904
     # winners listed out of seat order: the leftover cent still goes to the lower seat
-    result = await ledger.settle_match(key(), "ops-pairs", [Winner("ops_p2"), Winner("ops_p0")], 1000)
+    result = await ledger.settle_match(
+        key(), "ops-pairs", [Winner("ops_p2"), Winner("ops_p0")], 1000
+    )
     assert result.payouts is not None
     assert {p.player: p.amount for p in result.payouts} == {"ops_p0": 452, "ops_p2": 452}
     expected = split_pot(1004, 1000, [1, 1])
     assert sorted(p.amount for p in result.payouts) == sorted(expected.payouts)
 
     await seated_match(ledger, "ops-pairs-odd", players, 250)  # pot 1000 -> rest 900 -> 450/450
-    odd = await ledger.settle_match(key(), "ops-pairs-odd", [Winner("ops_p1"), Winner("ops_p3")], 1001)
+    odd = await ledger.settle_match(
+        key(), "ops-pairs-odd", [Winner("ops_p1"), Winner("ops_p3")], 1001
+    )
     # rate 10.01%: commission 100, rest 900
     assert odd.commission == 100
 
@@ -180,7 +184,9 @@ async def test_start_refusals_are_all_or_nothing(ledger: Ledger, url: str) -> No
     assert await balance(ledger, "hold:ops-st-ra") == 100
     assert await ledger.account("pot:ops-st") is None
     await ledger.start_match(key(), "ops-st", "t", "v", seats)
-    await refused(ledger.start_match(key(), "ops-st", "t", "v", seats), 409, "match_already_started")
+    await refused(
+        ledger.start_match(key(), "ops-st", "t", "v", seats), 409, "match_already_started"
+    )
     await refused(ledger.release(key(), "ops-st-ra"), 409, "hold_closed")
 
 
@@ -190,7 +196,9 @@ async def test_settle_refusals_and_at_most_once(ledger: Ledger, url: str) -> Non
     await seated_match(ledger, "ops-x", ["ops_x_a", "ops_x_b"], 300)
     before = await entry_count(url)
     await refused(
-        ledger.settle_match(key(), "ops-x", [Winner("ops_outsider")], 1000), 422, "winner_not_in_match"
+        ledger.settle_match(key(), "ops-x", [Winner("ops_outsider")], 1000),
+        422,
+        "winner_not_in_match",
     )
     await refused(ledger.settle_match(key(), "ops-x", [], 1000), 400, "invalid_winners")
     await refused(
@@ -201,13 +209,17 @@ async def test_settle_refusals_and_at_most_once(ledger: Ledger, url: str) -> Non
     await refused(
         ledger.settle_match(key(), "ops-x", [Winner("ops_x_a", 0)], 1000), 400, "invalid_winners"
     )
-    await refused(ledger.settle_match(key(), "ops-none", [Winner("ops_x_a")], 1000), 404, "unknown_match")
+    await refused(
+        ledger.settle_match(key(), "ops-none", [Winner("ops_x_a")], 1000), 404, "unknown_match"
+    )
     assert await entry_count(url) == before
     k = key()
     first = await ledger.settle_match(k, "ops-x", [Winner("ops_x_a")], 1000)
     again = await ledger.settle_match(k, "ops-x", [Winner("ops_x_a")], 1000)
     assert again.replayed and again.entry_id == first.entry_id
-    await refused(ledger.settle_match(key(), "ops-x", [Winner("ops_x_b")], 1000), 409, "match_already_settled")
+    await refused(
+        ledger.settle_match(key(), "ops-x", [Winner("ops_x_b")], 1000), 409, "match_already_settled"
+    )
     await refused(ledger.void_match(key(), "ops-x"), 409, "match_already_settled")
 
 
@@ -222,7 +234,9 @@ async def test_void_refunds_every_stake(ledger: Ledger) -> None:
         assert await balance(ledger, f"wallet:{p}") == 1000
     assert await balance(ledger, "pot:ops-v") == 0
     await refused(ledger.void_match(key(), "ops-v"), 409, "match_already_voided")
-    await refused(ledger.settle_match(key(), "ops-v", [Winner("ops_v_a")], 1000), 409, "match_already_voided")
+    await refused(
+        ledger.settle_match(key(), "ops-v", [Winner("ops_v_a")], 1000), 409, "match_already_voided"
+    )
 
 
 async def test_retry_after_connection_cut_posts_once(ledger: Ledger, url: str) -> None:
@@ -246,7 +260,9 @@ async def test_retry_after_connection_cut_posts_once(ledger: Ledger, url: str) -
         k2 = key()
         tx = admin.transaction()
         await tx.start()
-        await admin.execute("SELECT 1 FROM ledger.accounts WHERE code = 'wallet:ops_cut' FOR UPDATE")
+        await admin.execute(
+            "SELECT 1 FROM ledger.accounts WHERE code = 'wallet:ops_cut' FOR UPDATE"
+        )
         task = asyncio.create_task(ledger.hold(k2, "ops_cut", "ops-cut-2", 200))
         pid = None
         for _ in range(200):
@@ -297,13 +313,17 @@ async def test_posted_entries_cannot_be_changed(ledger: Ledger, url: str) -> Non
                 await admin.execute(sql)
         # the balance floor is also a constraint, not only a check in the function
         with pytest.raises(asyncpg.exceptions.CheckViolationError):
-            await admin.execute("UPDATE ledger.accounts SET balance = -1 WHERE code = 'wallet:ops_ro'")
+            await admin.execute(
+                "UPDATE ledger.accounts SET balance = -1 WHERE code = 'wallet:ops_ro'"
+            )
     finally:
         await app.close()
         await admin.close()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     pot=st.integers(min_value=0, max_value=10**12),
     rate=st.integers(min_value=0, max_value=10_000),
@@ -313,7 +333,9 @@ def test_sql_split_matches_python(url: str, pot: int, rate: int, shares: list[in
     async def sql_split() -> list[int]:
         conn = await asyncpg.connect(url)
         try:
-            return list(await conn.fetchval("SELECT ledger.split_pot($1, $2, $3)", pot, rate, shares))
+            return list(
+                await conn.fetchval("SELECT ledger.split_pot($1, $2, $3)", pot, rate, shares)
+            )
         finally:
             await conn.close()
 

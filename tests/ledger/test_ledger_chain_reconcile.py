@@ -1,0 +1,125 @@
+"""Hash chain and reconciliation through `mesa finance`: clean books pass, tampering and
+planted discrepancies are named."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+
+import pytest
+from ledger_helpers import funded, key, migrate, seated_match, superuser
+
+from ledger import cashier_cli, chain, cli
+from ledger.ops import Ledger, Winner
+
+
+@pytest.fixture(scope="module")
+def url(database_url: str) -> str:
+    return migrate(database_url)
+
+
+@pytest.fixture
+async def ledger(url: str) -> AsyncIterator[Ledger]:
+    ledger = await Ledger.connect(url, min_size=1, max_size=4)
+    try:
+        yield ledger
+    finally:
+        await ledger.close()
+
+
+async def _book_some_activity(ledger: Ledger) -> None:
+    for p in ("cr_a", "cr_b", "cr_c", "cr_d"):
+        await funded(ledger, p, 5_000)
+    await seated_match(ledger, "cr-m1", ["cr_a", "cr_b", "cr_c", "cr_d"], 250, tier="silver")
+    await ledger.settle_match(key(), "cr-m1", [Winner("cr_a"), Winner("cr_c")], 1000)
+    await seated_match(ledger, "cr-m2", ["cr_a", "cr_b"], 1000, tier="gold")
+    await ledger.void_match(key(), "cr-m2", "no hand played")
+    await seated_match(ledger, "cr-m3", ["cr_c", "cr_d"], 77, tier="bronze")  # stays open
+
+
+async def test_clean_books_pass_every_command(
+    ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await _book_some_activity(ledger)
+    assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
+    assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
+    assert "already posted" in capsys.readouterr().out
+    assert await cashier_cli.run(["withdraw", "cr_e", "99", "--reference", "cr-w"], url) == 1
+    assert "insufficient_funds" in capsys.readouterr().err
+    assert await cashier_cli.run(["deposit", "cr_e", "1.5", "--reference", "x"], url) == 2
+
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert await cli.run(["reconcile"], url) == 0
+    assert await cli.run(["reconcile", "--date", today], url) == 0
+    assert "all checks hold" in capsys.readouterr().out
+    assert await cli.run(["trial-balance", "--format", "json"], url) == 0
+    assert '"balanced": true' in capsys.readouterr().out
+    assert await cli.run(["pots", "--status", "settled", "--format", "csv"], url) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("match_id,tier,variant") and "cr-m1" in out
+    assert await cli.run(["commission", "--by", "tier", "--format", "json"], url) == 0
+    assert '"commission": 100' in capsys.readouterr().out
+    assert await cli.run(["statement", "cr_a", "--format", "csv"], url) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("entry_id,created_at,kind") and len(lines) == 1 + 5
+    future = (dt.datetime.now(dt.UTC) + dt.timedelta(minutes=1)).isoformat()
+    assert await cli.run(["balance", "wallet:cr_e", "--at", future], url) == 0
+    assert "1234 cents" in capsys.readouterr().out
+    assert await cli.run(["balance", "wallet:cr_e", "--at", "2000-01-01T00:00:00Z"], url) == 0
+    assert ": 0 cents" in capsys.readouterr().out
+    assert await cli.run(["export", "--format", "csv"], url) == 0
+    assert "house:commission:" in capsys.readouterr().out
+    assert await cli.run(["verify-chain"], url) == 0
+    assert "hash chain ok" in capsys.readouterr().out
+
+
+async def test_tampered_amount_breaks_the_chain_at_that_entry(
+    ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await funded(ledger, "cr_t", 500)
+    admin = await superuser(url)
+    try:
+        await chain.seal(admin)
+        target = await admin.fetchval(
+            "SELECT e.id FROM ledger.entries e WHERE e.kind = 'settle' AND e.match_id = 'cr-m1'"
+        )
+        await funded(ledger, "cr_t", 1)  # one more entry after the target
+        await chain.seal(admin)
+        assert (await chain.verify(admin)).ok
+        await admin.execute("ALTER TABLE ledger.postings DISABLE TRIGGER postings_append_only")
+        await admin.execute(
+            "UPDATE ledger.postings SET amount = amount + 1, balance_after = balance_after + 1 "
+            "WHERE entry_id = $1 AND leg = 3",
+            target,
+        )
+        await admin.execute("ALTER TABLE ledger.postings ENABLE TRIGGER postings_append_only")
+        assert await cli.run(["verify-chain"], url) == 1
+        out = capsys.readouterr().out
+        assert f"BROKEN at entry {target}" in out
+        report = await chain.verify(admin)
+        assert report.first_bad_entry == target
+        # reconciliation sees the same row from the money side
+        assert await cli.run(["reconcile"], url) == 1
+        out = capsys.readouterr().out
+        assert f"entry {target}" in out and "DISCREPANCY" in out
+    finally:
+        await admin.close()
+
+
+async def test_reconcile_names_a_planted_balance(
+    ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = await superuser(url)
+    try:
+        await admin.execute(
+            "UPDATE ledger.accounts SET balance = balance + 5 WHERE code = 'wallet:cr_b'"
+        )
+        await admin.execute(
+            "UPDATE ledger.accounts SET balance = balance - 5 WHERE code = 'external:cashier'"
+        )
+        assert await cli.run(["reconcile", "--format", "json"], url) == 1
+        out = capsys.readouterr().out
+        assert "account wallet:cr_b: balance" in out
+        assert "account external:cashier: balance" in out
+    finally:
+        await admin.close()

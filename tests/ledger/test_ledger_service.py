@@ -1,0 +1,246 @@
+"""The ledger's internal HTTP API through Litestar's test client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+from ledger_helpers import key, migrate
+from litestar.testing import AsyncTestClient
+
+from services.common.auth import header_value
+from services.ledger.app import create_app
+from services.ledger.contract import EntryResult, WalletBalance
+from tests.conftest import make_settings
+
+
+@pytest.fixture(scope="module")
+def url(database_url: str) -> str:
+    return migrate(database_url)
+
+
+@pytest.fixture
+async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestClient[Any]]:
+    settings = make_settings(url, internal_secret)
+    app = create_app(settings, pool_size=4, seal_in_background=False)
+    async with AsyncTestClient(app) as c:
+        c.headers["Authorization"] = header_value(internal_secret, "matchmaking")
+        yield c
+
+
+def entry(response: Any) -> EntryResult:
+    assert response.status_code == 200, response.text
+    return msgspec.json.decode(response.content, type=EntryResult)
+
+
+def refusal(response: Any, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == code, response.text
+
+
+async def test_requires_a_service_credential(client: AsyncTestClient[Any]) -> None:
+    del client.headers["Authorization"]
+    response = await client.post(
+        "/v1/deposits",
+        json={"idempotency_key": key(), "player": "svc_x", "amount": 1, "reference": "r"},
+    )
+    refusal(response, 401, "unauthorized")
+    assert (await client.get("/health")).status_code == 200
+
+
+async def test_full_match_through_the_api(client: AsyncTestClient[Any]) -> None:
+    for p in ("svc_a", "svc_b"):
+        entry(
+            await client.post(
+                "/v1/deposits",
+                json={"idempotency_key": key(), "player": p, "amount": 1000, "reference": "pay"},
+            )
+        )
+    for seat, p in enumerate(("svc_a", "svc_b")):
+        held = entry(
+            await client.post(
+                "/v1/holds",
+                json={
+                    "idempotency_key": f"hold-svc-m-{seat}",
+                    "player": p,
+                    "reservation_id": f"svc-m-r{seat}",
+                    "amount": 500,
+                    "table_id": "table-9",
+                },
+            )
+        )
+        assert held.hold_account == f"hold:svc-m-r{seat}"
+    start_body = {
+        "idempotency_key": "start-svc-m",
+        "match_id": "svc-m",
+        "tier": "bronze",
+        "variant": "apuesta",
+        "seats": [
+            {"seat": 0, "player": "svc_a", "reservation_id": "svc-m-r0"},
+            {"seat": 1, "player": "svc_b", "reservation_id": "svc-m-r1"},
+        ],
+    }
+    started = entry(await client.post("/v1/matches/start", json=start_body))
+    assert started.pot == 1000
+    replay = entry(await client.post("/v1/matches/start", json=start_body))
+    assert replay.replayed and replay.entry_id == started.entry_id
+    refusal(
+        await client.post("/v1/matches/start", json={**start_body, "tier": "gold"}),
+        409,
+        "idempotency_key_reused",
+    )
+    refusal(
+        await client.post(
+            "/v1/matches/settle",
+            json={
+                "idempotency_key": key(),
+                "match_id": "svc-m",
+                "winners": [{"player": "svc_zed"}],
+            },
+        ),
+        422,
+        "winner_not_in_match",
+    )
+    settled = entry(
+        await client.post(
+            "/v1/matches/settle",
+            json={"idempotency_key": key(), "match_id": "svc-m", "winners": [{"player": "svc_b"}]},
+        )
+    )
+    assert settled.commission == 100 and settled.commission_rate_bp == 1000
+    refusal(
+        await client.post("/v1/matches/void", json={"idempotency_key": key(), "match_id": "svc-m"}),
+        409,
+        "match_already_settled",
+    )
+    wallet = msgspec.json.decode(
+        (await client.get("/v1/wallets/svc_b")).content, type=WalletBalance
+    )
+    assert wallet.balance == 1400
+    refusal(await client.get("/v1/wallets/svc_nobody"), 404, "unknown_account")
+
+    pots = (await client.get("/v1/reports/pots", params={"status": "settled"})).json()
+    assert [p["match_id"] for p in pots] == ["svc-m"] and pots[0]["ok"] and pots[0]["balance"] == 0
+    commission = (await client.get("/v1/reports/commission", params={"by": "tier,variant"})).json()
+    assert commission == [
+        {
+            "tier": "bronze",
+            "variant": "apuesta",
+            "currency": "USD",
+            "matches": 1,
+            "pot_total": 1000,
+            "commission": 100,
+        }
+    ]
+    csv = await client.get("/v1/reports/statements/svc_b", params={"format": "csv"})
+    assert csv.headers["content-type"].startswith("text/csv") and len(csv.text.splitlines()) == 4
+    tb = (await client.get("/v1/reports/trial-balance")).json()
+    assert tb["balanced"] and tb["house_commission"] == {"USD": 100}
+    assert (await client.get("/v1/reports/reconcile")).json()["ok"]
+    assert (await client.get("/v1/reports/chain")).json()["ok"]
+    refusal(
+        await client.get("/v1/reports/balance", params={"account": "nope", "at": "2030-01-01"}),
+        404,
+        "unknown_account",
+    )
+    refusal(
+        await client.get("/v1/reports/reconcile", params={"date": "yesterday"}), 400, "invalid_date"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"player": "svc_bad", "amount": 100, "reference": "r"},  # no key
+        {"idempotency_key": "k", "player": "svc_bad", "amount": 0, "reference": "r"},
+        {"idempotency_key": "k", "player": "svc_bad", "amount": -100, "reference": "r"},
+        {"idempotency_key": "k", "player": "svc_bad", "amount": 1.5, "reference": "r"},
+        {"idempotency_key": "k", "player": "svc_bad", "amount": "100", "reference": "r"},
+        {"idempotency_key": "k", "player": "svc bad!", "amount": 100, "reference": "r"},
+        {"idempotency_key": "k", "player": "svc_bad", "amount": 100, "reference": "r", "x": 1},
+        {
+            "idempotency_key": "k",
+            "player": "svc_bad",
+            "amount": 100,
+            "reference": "r",
+            "currency": "usd",
+        },
+    ],
+)
+async def test_malformed_bodies_are_400(client: AsyncTestClient[Any], body: dict[str, Any]) -> None:
+    refusal(await client.post("/v1/deposits", json=body), 400, "invalid_request")
+    assert (await client.get("/v1/wallets/svc_bad")).status_code == 404  # nothing posted
+
+
+async def test_refusals_map_to_4xx(client: AsyncTestClient[Any]) -> None:
+    refusal(await client.post("/v1/deposits", content=b"{not json"), 400, "invalid_request")
+    refusal(
+        await client.post(
+            "/v1/deposits",
+            json={
+                "idempotency_key": key(),
+                "player": "svc_c",
+                "amount": 5,
+                "reference": "r",
+                "currency": "EUR",
+            },
+        ),
+        422,
+        "unsupported_currency",
+    )
+    refusal(
+        await client.post(
+            "/v1/withdrawals",
+            json={"idempotency_key": key(), "player": "svc_c", "amount": 5, "reference": "r"},
+        ),
+        404,
+        "unknown_account",
+    )
+    refusal(
+        await client.post(
+            "/v1/holds",
+            json={
+                "idempotency_key": key(),
+                "player": "svc_c",
+                "reservation_id": "svc-r",
+                "amount": 5,
+            },
+        ),
+        404,
+        "unknown_account",
+    )
+    refusal(
+        await client.post(
+            "/v1/holds/release", json={"idempotency_key": key(), "reservation_id": "svc-none"}
+        ),
+        404,
+        "unknown_hold",
+    )
+    refusal(
+        await client.post(
+            "/v1/matches/settle",
+            json={
+                "idempotency_key": key(),
+                "match_id": "svc-none",
+                "winners": [{"player": "svc_c"}],
+            },
+        ),
+        404,
+        "unknown_match",
+    )
+    refusal(
+        await client.post(
+            "/v1/matches/start",
+            json={
+                "idempotency_key": key(),
+                "match_id": "svc-one",
+                "tier": "t",
+                "variant": "v",
+                "seats": [{"seat": 0, "player": "svc_c", "reservation_id": "x"}],
+            },
+        ),
+        400,
+        "invalid_request",
+    )

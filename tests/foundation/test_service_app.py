@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 import msgspec
-from litestar import get, post
+from litestar import Request, get, post
 from litestar.params import JSONBody
 from litestar.testing import AsyncTestClient
 
@@ -26,7 +26,7 @@ class Seen(msgspec.Struct):
 
 
 @get("/internal/seen")
-async def seen(request: httpx.Request) -> Seen:  # type: ignore[type-arg]
+async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
     return Seen(request_id=current_request_id(), caller=request.scope["state"].get("caller"))
 
 

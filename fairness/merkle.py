@@ -190,15 +190,22 @@ class CompactRange:
         self.size = size
         self.hashes = list(hashes)
 
-    def append(self, leaf: bytes) -> None:
-        """Append one leaf hash."""
+    def append(self, leaf: bytes) -> list[tuple[int, int, bytes]]:
+        """Append one leaf hash; return the perfect-subtree nodes it completes, as
+        (level, index, hash): the leaf itself at level 0, then every merge."""
         h = leaf
         size = self.size
+        index = self.size
+        created = [(0, index, leaf)]
+        level = 0
         while size & 1:
             h = node_hash(self.hashes.pop(), h)
             size >>= 1
+            level += 1
+            created.append((level, index >> level, h))
         self.hashes.append(h)
         self.size += 1
+        return created
 
     def root(self) -> bytes:
         if not self.hashes:
@@ -207,6 +214,72 @@ class CompactRange:
         for h in reversed(self.hashes[:-1]):
             r = node_hash(h, r)
         return r
+
+
+# --- proofs from stored perfect-subtree nodes (what the log store keeps) ----------------
+
+
+def inclusion_ranges(index: int, size: int) -> list[tuple[int, int]]:
+    """The leaf ranges [a, b) whose tree hashes form PATH(index, D[size]), in proof order."""
+    if not 0 <= index < size:
+        raise MerkleError(f"leaf index {index} out of range for tree size {size}")
+    out: list[tuple[int, int]] = []
+    off, m, n = 0, index, size
+    while n > 1:
+        k = _split(n)
+        if m < k:
+            out.append((off + k, off + n))
+            n = k
+        else:
+            out.append((off, off + k))
+            off, m, n = off + k, m - k, n - k
+    out.reverse()
+    return out
+
+
+def consistency_ranges(old_size: int, size: int) -> list[tuple[int, int]]:
+    """The leaf ranges [a, b) whose tree hashes form PROOF(old_size, D[size]), in order."""
+    if not 0 <= old_size <= size:
+        raise MerkleError(f"old size {old_size} out of range for tree size {size}")
+    if old_size in (0, size):
+        return []
+    out: list[tuple[int, int]] = []
+    off, m, n, b = 0, old_size, size, True
+    while m != n:
+        k = _split(n)
+        if m <= k:
+            out.append((off + k, off + n))
+            n = k
+        else:
+            out.append((off, off + k))
+            off, m, n, b = off + k, m - k, n - k, False
+    if not b:
+        out.append((off, off + n))
+    out.reverse()
+    return out
+
+
+def perfect_nodes(start: int, end: int) -> list[tuple[int, int]]:
+    """Split [start, end) into aligned perfect subtrees, largest first, as (level, index)."""
+    out = []
+    pos, length = start, end - start
+    for level in range(length.bit_length() - 1, -1, -1):
+        if length >> level & 1:
+            if pos % (1 << level):
+                raise MerkleError(f"range [{start}, {end}) is not aligned")
+            out.append((level, pos >> level))
+            pos += 1 << level
+    return out
+
+
+def fold_range(hashes: Sequence[bytes]) -> bytes:
+    """Tree hash of a range from its perfect subtrees (largest first)."""
+    if not hashes:
+        raise MerkleError("empty range")
+    r = hashes[-1]
+    for h in reversed(hashes[:-1]):
+        r = node_hash(h, r)
+    return r
 
 
 class MemoryTree:

@@ -1,12 +1,93 @@
-"""The public gateway's ASGI app."""
+"""The public gateway's ASGI app: the only public surface of Mesa.
+
+- `/api/...`: JSON routes for players, auditors, finance and admins (OpenAPI at
+  `/schema/openapi.json`), the table WebSocket at `/api/matches/{id}/ws`.
+- `/`: the web page (static ES modules and CSS from `api/static/`, no build step).
+
+Internal services are reached only through their contract Structs over `InternalClient`; no
+route forwards a path, header or body to them, so `/internal/...` and `/v1/...` do not exist
+here.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import httpx
 from litestar import Litestar
+from litestar.datastructures import MutableScopeHeaders
+from litestar.openapi import OpenAPIConfig
+from litestar.static_files import create_static_files_router
+from litestar.types import Message, Scope
 
+from api import routes_admin, routes_audit, routes_auth, routes_lobby, routes_money, routes_table
+from api.backends import Backends
+from api.security import SECURITY_HEADERS, RateLimiter, SignInLimits
 from services.common.app import create_service_app
-from services.common.config import Settings
+from services.common.config import VERSION, Settings
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
 
 
-def create_app(settings: Settings) -> Litestar:
-    return create_service_app("gateway", settings, route_handlers=[], public=True)
+async def _security_headers(message: Message, scope: Scope) -> None:
+    if message["type"] != "http.response.start":
+        return
+    headers = MutableScopeHeaders.from_message(message)
+    for key, value in SECURITY_HEADERS:
+        headers[key.decode()] = value.decode()
+    path = scope.get("path", "")
+    if path.startswith("/api/"):
+        headers["cache-control"] = "no-store"
+    elif path.endswith((".js", ".css", ".html")) or path == "/":
+        headers["cache-control"] = "no-cache"
+
+
+def create_app(
+    settings: Settings, transports: dict[str, httpx.AsyncBaseTransport] | None = None
+) -> Litestar:
+    """`transports` lets tests run the real services in-process (httpx.ASGITransport)."""
+
+    async def open_backends(app: Litestar) -> None:
+        app.state.backends = Backends(settings, transports)
+
+    async def close_backends(app: Litestar) -> None:
+        backends: Backends | None = app.state.get("backends")
+        if backends is not None:
+            await backends.aclose()
+
+    static = create_static_files_router(
+        path="/", directories=[STATIC_DIR], html_mode=True, name="page", include_in_schema=False
+    )
+    app = create_service_app(
+        "gateway",
+        settings,
+        route_handlers=[
+            *routes_auth.ROUTES,
+            *routes_money.ROUTES,
+            *routes_lobby.ROUTES,
+            *routes_table.ROUTES,
+            *routes_audit.ROUTES,
+            *routes_admin.ROUTES,
+            static,
+        ],
+        public=True,
+        on_startup=[open_backends],
+        on_shutdown=[close_backends],
+        before_send=[_security_headers],
+        openapi_config=OpenAPIConfig(
+            title="Mesa public API",
+            version=VERSION,
+            description=(
+                "Players, auditors, finance and admins. The page signs in with a session cookie "
+                "and sends X-CSRF-Token on every change; API clients use bearer tokens from "
+                "POST /api/auth/tokens. Errors are {error, detail} with a 4xx status."
+            ),
+            path="/schema",
+        ),
+    )
+    state: Any = app.state
+    state.sign_in_limits = SignInLimits()
+    state.chat_limits = RateLimiter(limit=1, window_s=1.5, max_keys=10_000)
+    state.socket_counts = {}
+    return app

@@ -1,0 +1,84 @@
+"""The gateway's only way to reach the internal services: their contracts over InternalClient.
+
+A refusal from a service (4xx) is passed on to the client with its code; an unreachable or
+failing service becomes 503 `service_unavailable`, never a 500 and never the internal detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import httpx
+
+from services.common.config import Settings
+from services.common.errors import ServiceError
+from services.common.http import InternalClient, RemoteError, ServiceUnavailable
+from services.common.logging import get_logger
+
+T = TypeVar("T")
+log = get_logger()
+
+SERVICES = ("ledger", "engine", "matchmaking")
+# Client-safe codes passed through as they are; any other 4xx becomes a generic refusal.
+_PASS_STATUSES = {400, 403, 404, 409, 422, 429}
+
+
+class Backends:
+    def __init__(
+        self,
+        settings: Settings,
+        transports: dict[str, httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
+        transports = transports or {}
+        self.clients: dict[str, InternalClient] = {}
+        for name in SERVICES:
+            # Long-polls on the engine's event feed need more than the default timeout.
+            timeout = 35.0 if name == "engine" else 10.0
+            self.clients[name] = InternalClient(
+                settings.url_of(name),
+                settings,
+                caller="gateway",
+                timeout_s=timeout,
+                transport=transports.get(name),
+            )
+
+    @property
+    def ledger(self) -> InternalClient:
+        return self.clients["ledger"]
+
+    @property
+    def engine(self) -> InternalClient:
+        return self.clients["engine"]
+
+    @property
+    def matchmaking(self) -> InternalClient:
+        return self.clients["matchmaking"]
+
+    async def aclose(self) -> None:
+        for client in self.clients.values():
+            await client.aclose()
+
+
+async def call(service: str, awaitable: Awaitable[T]) -> T:
+    """Await an internal call, translating its failures into client-facing errors."""
+    try:
+        return await awaitable
+    except RemoteError as exc:
+        if exc.status in _PASS_STATUSES:
+            raise ServiceError(exc.status, exc.code, exc.detail[:300]) from None
+        if exc.status == 401:
+            log.error("internal_auth_refused", service=service)
+        else:
+            log.warning("internal_error", service=service, status=exc.status, code=exc.code)
+        raise ServiceError(503, "service_unavailable", f"{service} is not available") from None
+    except ServiceUnavailable as exc:
+        log.warning("service_unavailable", service=service, error=str(exc)[:200])
+        raise ServiceError(503, "service_unavailable", f"{service} is not available") from None
+
+
+def get_backends(state: Any) -> Backends:
+    backends: Backends | None = state.get("backends")
+    if backends is None:
+        raise ServiceError(503, "service_unavailable", "gateway is starting")
+    return backends

@@ -1,0 +1,70 @@
+"""Admin: accounts and roles (create staff, lock, unlock, change a role). Nothing else."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Request, get, patch, post
+
+from api import accounts
+from api.routes_auth import Me, me_of
+from api.security import require
+from services.common.errors import ServiceError
+
+Username = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.-]{3,32}$")]
+RoleName = Literal["player", "auditor", "finance", "admin"]
+
+
+class CreateUser(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    username: Username
+    password: Annotated[str, msgspec.Meta(min_length=8, max_length=200)]
+    role: RoleName
+    display_name: Annotated[str, msgspec.Meta(max_length=40, pattern=r"^[^\x00-\x1f<>&\"']*$")] = ""
+
+
+class UpdateUser(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    role: RoleName | None = None
+    status: Literal["active", "locked"] | None = None
+
+
+@get("/api/admin/users", tags=["admin"])
+async def list_users(
+    request: Request[Any, Any, Any],
+    after: Annotated[str, msgspec.Meta(max_length=32)] = "",
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 100,
+) -> list[Me]:
+    await require(request, "admin")
+    return [me_of(u) for u in await accounts.list_users(request.app.state.db, limit, after)]
+
+
+@post("/api/admin/users", status_code=201, tags=["admin"])
+async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
+    await require(request, "admin")
+    try:
+        user = await accounts.create_user(
+            request.app.state.db, data.username, data.password, data.role, data.display_name
+        )
+    except accounts.AccountError as exc:
+        raise ServiceError(409 if exc.code == "username_taken" else 400, exc.code, exc.detail) from None
+    return me_of(user)
+
+
+@patch("/api/admin/users/{user_id:str}", tags=["admin"])
+async def update_user(request: Request[Any, Any, Any], user_id: str, data: UpdateUser) -> Me:
+    """Change a role, lock (signs the user out everywhere) or unlock."""
+    session = await require(request, "admin")
+    if user_id == session.user.id:
+        raise ServiceError(409, "not_yourself", "an admin cannot change their own account")
+    if accounts.USER_ID_RE.match(user_id) is None:
+        raise ServiceError(400, "invalid_request", "bad user name")
+    try:
+        user = await accounts.update_user(
+            request.app.state.db, user_id, role=data.role, status=data.status
+        )
+    except accounts.AccountError as exc:
+        raise ServiceError(404, exc.code, exc.detail) from None
+    return me_of(user)
+
+
+ROUTES = [list_users, create_user, update_user]

@@ -1,0 +1,205 @@
+"""Sign up, sign in (cookie session or bearer token), sign out, who am I, self-exclusion."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import msgspec
+from litestar import Request, Response, get, post
+from litestar.datastructures import Cookie
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api import accounts
+from api.security import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    SignInLimits,
+    client_address,
+    require,
+)
+from services.common.config import Settings
+from services.common.errors import ServiceError
+
+Username = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{3,32}$")]
+Password = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+DisplayName = Annotated[str, msgspec.Meta(max_length=40, pattern=r"^[^\x00-\x1f<>&\"']*$")]
+Label = Annotated[str, msgspec.Meta(max_length=64, pattern=r"^[A-Za-z0-9 _.-]*$")]
+
+
+class RegisterRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    username: Username
+    password: Password
+    display_name: DisplayName = ""
+
+
+class LoginRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    username: Username
+    password: Password
+
+
+class TokenRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    username: Username
+    password: Password
+    label: Label = ""
+
+
+class SelfExcludeRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    days: Annotated[int, msgspec.Meta(ge=1, le=3650)]
+
+
+class Me(msgspec.Struct, frozen=True):
+    id: str
+    display_name: str
+    role: str
+    status: str
+    excluded_until: datetime | None
+    may_play_paid: bool
+
+
+class SignedIn(msgspec.Struct, frozen=True):
+    user: Me
+    csrf_token: str
+
+
+class TokenOut(msgspec.Struct, frozen=True):
+    token: str
+    token_type: str
+    expires_at: datetime
+
+
+class Ok(msgspec.Struct, frozen=True):
+    ok: bool = True
+
+
+def me_of(user: accounts.User) -> Me:
+    return Me(
+        id=user.id,
+        display_name=user.display_name,
+        role=user.role,
+        status=user.status,
+        excluded_until=user.excluded_until,
+        may_play_paid=user.role == "player" and user.may_play_paid(),
+    )
+
+
+def _cookies(settings: Settings, token: str, csrf: str, max_age: int) -> list[Cookie]:
+    secure = settings.env == "production"
+    return [
+        Cookie(
+            key=SESSION_COOKIE,
+            value=token,
+            httponly=True,
+            samesite="strict",
+            secure=secure,
+            path="/",
+            max_age=max_age,
+        ),
+        Cookie(
+            key=CSRF_COOKIE,
+            value=csrf,
+            httponly=False,
+            samesite="strict",
+            secure=secure,
+            path="/",
+            max_age=max_age,
+        ),
+    ]
+
+
+async def _signed_in(request: Request[Any, Any, Any], user: accounts.User) -> Response[SignedIn]:
+    db: AsyncEngine = request.app.state.db
+    token, csrf, expires = await accounts.open_session(db, user, "cookie")
+    max_age = int((expires - datetime.now(UTC)).total_seconds())
+    return Response(
+        SignedIn(user=me_of(user), csrf_token=csrf),
+        cookies=_cookies(request.app.state.settings, token, csrf, max_age),
+    )
+
+
+def _limits(request: Request[Any, Any, Any]) -> SignInLimits:
+    limits: SignInLimits = request.app.state.sign_in_limits
+    return limits
+
+
+@post("/api/auth/register", status_code=201, tags=["auth"])
+async def register(request: Request[Any, Any, Any], data: RegisterRequest) -> Response[SignedIn]:
+    """Create a player account and sign in (cookie session)."""
+    _limits(request).check(data.username.lower(), client_address(request))
+    try:
+        user = await accounts.create_user(
+            request.app.state.db, data.username, data.password, "player", data.display_name
+        )
+    except accounts.AccountError as exc:
+        raise ServiceError(409 if exc.code == "username_taken" else 400, exc.code, exc.detail) from None
+    response = await _signed_in(request, user)
+    response.status_code = 201
+    return response
+
+
+async def _authenticate(request: Request[Any, Any, Any], username: str, password: str) -> Any:
+    name = username.lower()
+    limits = _limits(request)
+    limits.check(name, client_address(request))
+    user = await accounts.authenticate(request.app.state.db, name, password)
+    if user is None:
+        limits.failed(name)
+        raise ServiceError(401, "bad_credentials", "wrong user name or password")
+    if user.status == "locked":
+        raise ServiceError(403, "account_locked", "this account is locked")
+    limits.succeeded(name)
+    return user
+
+
+@post("/api/auth/login", status_code=200, tags=["auth"])
+async def login(request: Request[Any, Any, Any], data: LoginRequest) -> Response[SignedIn]:
+    """Sign in for the web page: sets the HttpOnly session cookie and the CSRF cookie."""
+    user = await _authenticate(request, data.username, data.password)
+    return await _signed_in(request, user)
+
+
+@post("/api/auth/tokens", status_code=201, tags=["auth"])
+async def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> TokenOut:
+    """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
+    user = await _authenticate(request, data.username, data.password)
+    token, _, expires = await accounts.open_session(
+        request.app.state.db, user, "bearer", data.label
+    )
+    return TokenOut(token=token, token_type="bearer", expires_at=expires)
+
+
+@post("/api/auth/logout", status_code=200, tags=["auth"])
+async def logout(request: Request[Any, Any, Any]) -> Response[Ok]:
+    """End this session (or revoke this bearer token)."""
+    session = await require(request)
+    await accounts.revoke_session(request.app.state.db, session.token_hash)
+    return Response(
+        Ok(),
+        cookies=[
+            Cookie(key=SESSION_COOKIE, value="", max_age=0, path="/", httponly=True),
+            Cookie(key=CSRF_COOKIE, value="", max_age=0, path="/"),
+        ],
+    )
+
+
+@get("/api/me", tags=["auth"])
+async def whoami(request: Request[Any, Any, Any]) -> Me:
+    session = await require(request)
+    return me_of(session.user)
+
+
+@post("/api/me/self-exclusion", status_code=200, tags=["player"])
+async def self_exclude(request: Request[Any, Any, Any], data: SelfExcludeRequest) -> Me:
+    """Exclude yourself from paid tables for `days` days (cannot be shortened here)."""
+    session = await require(request, "player")
+    until = datetime.now(UTC) + timedelta(days=data.days)
+    current = session.user.excluded_until
+    if session.user.status == "self_excluded" and current is not None and current > until:
+        until = current
+    user = await accounts.update_user(
+        request.app.state.db, session.user.id, status="self_excluded", excluded_until=until
+    )
+    return me_of(user)
+
+
+ROUTES = [register, login, create_token, logout, whoami, self_exclude]

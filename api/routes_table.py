@@ -1,0 +1,503 @@
+"""The table: a seat's view, actions with the seq they were made against, the live feed.
+
+WebSocket `/api/matches/{match_id}/ws[?after=SEQ]` (JSON text frames, at most 4 KiB each,
+at most 8 per second on average):
+
+    server -> {"type": "hello", "seat": n, "seq": n}
+              {"type": "events", "seq": n, "events": [FeedEvent, ...]}   (seq = last event's)
+              {"type": "snapshot", "seq": n, "view": SeatSnapshot}
+              {"type": "chat", "id": n, "seat": n, "kind": "phrase"|"reaction", "code": str}
+              {"type": "ack", "ref": str, "seq": n} / {"type": "error", "ref": str, ...}
+    client -> {"type": "action", "ref": str, "seq": n, "action": {"type": "play", ...}}
+              {"type": "chat", "kind": "phrase"|"reaction", "code": str}
+              {"type": "snapshot"}   {"type": "ping"}
+
+On connect the server sends the events after `after` (a reconnect resumes there) and then a
+snapshot; after every batch of events it sends the new snapshot of the seat. Chat is a fixed
+list of quick phrases and reactions: there is no free text anywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar import Request, WebSocket, get, post, websocket
+from litestar.exceptions import WebSocketDisconnect
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api.backends import Backends, call, get_backends
+from api.security import require, session_of
+from services.common.errors import ServiceError
+from services.common.logging import get_logger
+from services.engine.contract import (
+    Action,
+    ActionAccepted,
+    EventPage,
+    PublicMatchState,
+    SeatSnapshot,
+    SubmitAction,
+)
+
+log = get_logger()
+
+MatchId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+MAX_FRAME_CHARS = 4096
+FRAMES_PER_SECOND = 8.0
+FRAME_BURST = 16.0
+CHAT_INTERVAL_S = 1.5
+MAX_SOCKETS_PER_USER = 8
+LONG_POLL_MS = 20_000
+
+PHRASES: tuple[str, ...] = (
+    "hola",
+    "buena",
+    "bien_jugado",
+    "gracias",
+    "suerte",
+    "dale",
+    "piensa",
+    "tranque",
+    "capicua",
+    "otra",
+    "adios",
+)
+REACTIONS: tuple[str, ...] = ("aplauso", "risa", "sorpresa", "fuego", "pulgar", "triste")
+
+
+class ChatMessage(msgspec.Struct, frozen=True):
+    id: int
+    seat: int
+    kind: str
+    code: str
+
+
+class ChatRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    kind: Literal["phrase", "reaction"]
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}$")]
+
+
+class ActionRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seq: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
+    action: Action
+
+
+class ChatList(msgspec.Struct, frozen=True):
+    phrases: list[str]
+    reactions: list[str]
+
+
+# --- WebSocket client frames -----------------------------------------------------------------
+
+
+class WsAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="action"):
+    seq: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)]
+    action: Action
+    ref: Annotated[str, msgspec.Meta(max_length=32)] = ""
+
+
+class WsChat(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="chat"):
+    kind: Literal["phrase", "reaction"]
+    code: Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,32}$")]
+
+
+class WsSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="snapshot"):
+    pass
+
+
+class WsPing(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="ping"):
+    pass
+
+
+ClientFrame = WsAction | WsChat | WsSnapshot | WsPing
+_frame_decoder = msgspec.json.Decoder(ClientFrame)
+
+
+async def seat_of(backends: Backends, match_id: str, player: str) -> tuple[int, PublicMatchState]:
+    state = await call(
+        "engine", backends.engine.get(f"/internal/matches/{match_id}", PublicMatchState)
+    )
+    for s in state.seats:
+        if s.player_id == player:
+            return s.seat, state
+    # Not seated: as far as this caller knows, there is no such match.
+    raise ServiceError(404, "unknown_match", "no such match at which you are seated")
+
+
+async def snapshot(backends: Backends, match_id: str, seat: int) -> SeatSnapshot:
+    return await call(
+        "engine",
+        backends.engine.get(f"/internal/matches/{match_id}/seats/{seat}/view", SeatSnapshot),
+    )
+
+
+async def submit(
+    backends: Backends, match_id: str, seat: int, player: str, seq: int, action: Any
+) -> ActionAccepted:
+    body = SubmitAction(seat=seat, seq=seq, action=action, player_id=player)
+    return await call(
+        "engine",
+        backends.engine.post(f"/internal/matches/{match_id}/actions", body, ActionAccepted),
+    )
+
+
+def check_chat(kind: str, code: str) -> None:
+    allowed = PHRASES if kind == "phrase" else REACTIONS
+    if code not in allowed:
+        raise ServiceError(400, "unknown_phrase", "chat is a fixed list of phrases and reactions")
+
+
+async def post_chat(db: AsyncEngine, match_id: str, seat: int, kind: str, code: str) -> int:
+    check_chat(kind, code)
+    async with db.begin() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "INSERT INTO gateway.chat (match_id, seat, kind, code) "
+                    "VALUES (:m, :s, :k, :c) RETURNING id"
+                ),
+                {"m": match_id, "s": seat, "k": kind, "c": code},
+            )
+        ).first()
+    return int(row.id) if row is not None else 0
+
+
+async def read_chat(
+    db: AsyncEngine, match_id: str, after: int, limit: int = 50
+) -> list[ChatMessage]:
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT id, seat, kind, code FROM gateway.chat WHERE match_id = :m "
+                    "AND id > :a ORDER BY id LIMIT :l"
+                ),
+                {"m": match_id, "a": after, "l": limit},
+            )
+        ).all()
+    return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
+
+
+# --- HTTP routes ----------------------------------------------------------------------------
+
+
+@get("/api/chat/phrases", tags=["table"])
+async def chat_phrases() -> ChatList:
+    """The fixed quick phrases and reactions (the page translates the codes)."""
+    return ChatList(phrases=list(PHRASES), reactions=list(REACTIONS))
+
+
+@get("/api/matches/{match_id:str}", tags=["table"])
+async def match_view(request: Request[Any, Any, Any], match_id: str) -> SeatSnapshot:
+    """Your seat's view: your tiles, legal actions, the public table; nobody else's tiles."""
+    session = await require(request, "player")
+    _check_match_id(match_id)
+    backends = get_backends(request.app.state)
+    seat, _ = await seat_of(backends, match_id, session.user.id)
+    return await snapshot(backends, match_id, seat)
+
+
+@post("/api/matches/{match_id:str}/actions", status_code=200, tags=["table"])
+async def match_action(
+    request: Request[Any, Any, Any], match_id: str, data: ActionRequest
+) -> ActionAccepted:
+    """Act at your seat; `seq` is the match seq your decision was made against (409 if stale)."""
+    session = await require(request, "player")
+    _check_match_id(match_id)
+    backends = get_backends(request.app.state)
+    seat, _ = await seat_of(backends, match_id, session.user.id)
+    return await submit(backends, match_id, seat, session.user.id, data.seq, data.action)
+
+
+@get("/api/matches/{match_id:str}/events", tags=["table"])
+async def match_events(
+    request: Request[Any, Any, Any],
+    match_id: str,
+    after: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] = 0,
+    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=LONG_POLL_MS)] = 0,
+) -> EventPage:
+    """Events after `after` as your seat sees them (long-poll up to `wait_ms`)."""
+    session = await require(request, "player")
+    _check_match_id(match_id)
+    backends = get_backends(request.app.state)
+    seat, _ = await seat_of(backends, match_id, session.user.id)
+    return await call(
+        "engine",
+        backends.engine.get(
+            f"/internal/matches/{match_id}/seats/{seat}/events",
+            EventPage,
+            params={"after": after, "wait_ms": wait_ms},
+        ),
+    )
+
+
+@get("/api/matches/{match_id:str}/chat", tags=["table"])
+async def match_chat(
+    request: Request[Any, Any, Any],
+    match_id: str,
+    after: Annotated[int, msgspec.Meta(ge=0)] = 0,
+) -> list[ChatMessage]:
+    session = await require(request, "player")
+    _check_match_id(match_id)
+    await seat_of(get_backends(request.app.state), match_id, session.user.id)
+    return await read_chat(request.app.state.db, match_id, after)
+
+
+@post("/api/matches/{match_id:str}/chat", status_code=200, tags=["table"])
+async def send_chat(
+    request: Request[Any, Any, Any], match_id: str, data: ChatRequest
+) -> ChatMessage:
+    session = await require(request, "player")
+    _check_match_id(match_id)
+    check_chat(data.kind, data.code)
+    seat, _ = await seat_of(get_backends(request.app.state), match_id, session.user.id)
+    limiter = request.app.state.chat_limits
+    key = f"{session.user.id}:{match_id}"
+    if limiter.blocked_for(key) > 0:
+        raise ServiceError(429, "rate_limited", "slow down")
+    limiter.hit(key)
+    chat_id = await post_chat(request.app.state.db, match_id, seat, data.kind, data.code)
+    return ChatMessage(id=chat_id, seat=seat, kind=data.kind, code=data.code)
+
+
+def _check_match_id(match_id: str) -> None:
+    import re
+
+    if re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", match_id) is None:
+        raise ServiceError(400, "invalid_request", "bad match id")
+
+
+# --- WebSocket --------------------------------------------------------------------------------
+
+
+class _Bucket:
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.at = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+
+def _encode(value: Any) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+class _Table:
+    """One connected socket: pumps engine events and chat out, actions in."""
+
+    def __init__(
+        self, socket: WebSocket[Any, Any, Any], backends: Backends, db: AsyncEngine,
+        match_id: str, seat: int, player: str,
+    ) -> None:  # fmt: skip
+        self.socket = socket
+        self.backends = backends
+        self.db = db
+        self.match_id = match_id
+        self.seat = seat
+        self.player = player
+        self.send_lock = asyncio.Lock()
+        self.bucket = _Bucket(FRAMES_PER_SECOND, FRAME_BURST)
+        self.last_chat_at = 0.0
+
+    async def send(self, value: Any) -> None:
+        async with self.send_lock:
+            await self.socket.send_text(_encode(value))
+
+    async def send_snapshot(self) -> int:
+        view = await snapshot(self.backends, self.match_id, self.seat)
+        await self.send({"type": "snapshot", "seq": view.seq, "view": view})
+        return view.seq
+
+    async def pump_events(self, after: int) -> None:
+        seq = after
+        while True:
+            try:
+                page = await call(
+                    "engine",
+                    self.backends.engine.get(
+                        f"/internal/matches/{self.match_id}/seats/{self.seat}/events",
+                        EventPage,
+                        params={"after": seq, "wait_ms": LONG_POLL_MS},
+                    ),
+                )
+            except ServiceError as exc:
+                if exc.status >= 500:
+                    await asyncio.sleep(1.0)
+                    continue
+                raise
+            if page.events:
+                seq = page.events[-1].seq
+                await self.send({"type": "events", "seq": seq, "events": page.events})
+                if not page.more:
+                    await self.send_snapshot()
+            elif page.seq < seq:
+                seq = page.seq
+
+    async def pump_chat(self) -> None:
+        last = 0
+        async with self.db.connect() as conn:
+            row = (
+                await conn.execute(
+                    text("SELECT coalesce(max(id), 0) AS m FROM gateway.chat WHERE match_id = :m"),
+                    {"m": self.match_id},
+                )
+            ).first()
+            last = int(row.m) if row is not None else 0
+        while True:
+            await asyncio.sleep(1.0)
+            for message in await read_chat(self.db, self.match_id, last):
+                last = message.id
+                await self.send({"type": "chat", **msgspec.structs.asdict(message)})
+
+    async def handle(self, raw: str) -> None:
+        try:
+            frame = _frame_decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            await self.send({"type": "error", "error": "invalid_request", "detail": str(exc)[:200]})
+            return
+        if isinstance(frame, WsPing):
+            await self.send({"type": "pong"})
+        elif isinstance(frame, WsSnapshot):
+            await self.send_snapshot()
+        elif isinstance(frame, WsChat):
+            now = time.monotonic()
+            if now - self.last_chat_at < CHAT_INTERVAL_S:
+                await self.send({"type": "error", "error": "rate_limited", "detail": "slow down"})
+                return
+            try:
+                check_chat(frame.kind, frame.code)
+            except ServiceError as exc:
+                await self.send({"type": "error", "error": exc.code, "detail": exc.detail})
+                return
+            self.last_chat_at = now
+            await post_chat(self.db, self.match_id, self.seat, frame.kind, frame.code)
+        else:
+            try:
+                accepted = await submit(
+                    self.backends, self.match_id, self.seat, self.player, frame.seq, frame.action
+                )
+            except ServiceError as exc:
+                await self.send(
+                    {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
+                )
+                return
+            await self.send({"type": "ack", "ref": frame.ref, "seq": accepted.seq})
+
+    async def receive_loop(self) -> None:
+        while True:
+            raw = await self.socket.receive_text()
+            if len(raw) > MAX_FRAME_CHARS:
+                await self.socket.close(code=1009, reason="frame too large")
+                return
+            if not self.bucket.take():
+                await self.socket.close(code=1008, reason="too many frames")
+                return
+            await self.handle(raw)
+
+
+def _origin_ok(socket: WebSocket[Any, Any, Any]) -> bool:
+    origin = socket.headers.get("origin")
+    if origin is None:
+        return True
+    return origin.split("://", 1)[-1] == socket.headers.get("host", "")
+
+
+@websocket("/api/matches/{match_id:str}/ws")
+async def table_socket(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
+    """The live table (see the module docstring for the frames)."""
+    await socket.accept()
+    try:
+        if not _origin_ok(socket):
+            await socket.close(code=1008, reason="cross-origin")
+            return
+        try:
+            session = await session_of(socket)
+        except ServiceError:
+            session = None
+        if session is None or session.user.role != "player":
+            await socket.close(code=1008, reason="sign in as a player")
+            return
+        try:
+            _check_match_id(match_id)
+            raw_after = socket.query_params.get("after")
+            after = int(raw_after) if raw_after and raw_after.isdigit() else None
+            if after is not None and after > 10_000_000:
+                after = None
+            backends = get_backends(socket.app.state)
+            seat, state = await seat_of(backends, match_id, session.user.id)
+        except ServiceError as exc:
+            await socket.send_text(
+                _encode({"type": "error", "error": exc.code, "detail": exc.detail})
+            )
+            await socket.close(code=1008, reason=exc.code)
+            return
+        counts: dict[str, int] = socket.app.state.socket_counts
+        user = session.user.id
+        if counts.get(user, 0) >= MAX_SOCKETS_PER_USER:
+            await socket.close(code=1008, reason="too many connections")
+            return
+        counts[user] = counts.get(user, 0) + 1
+        table = _Table(socket, backends, socket.app.state.db, match_id, seat, user)
+        try:
+            await table.send({"type": "hello", "seat": seat, "seq": state.seq})
+            start = state.seq
+            if after is not None and after < state.seq:
+                page = await call(
+                    "engine",
+                    backends.engine.get(
+                        f"/internal/matches/{match_id}/seats/{seat}/events",
+                        EventPage,
+                        params={"after": after, "wait_ms": 0},
+                    ),
+                )
+                if page.events and not page.more:
+                    start = page.events[-1].seq
+                    await table.send({"type": "events", "seq": start, "events": page.events})
+            start = await table.send_snapshot()
+            tasks = [
+                asyncio.create_task(table.pump_events(start)),
+                asyncio.create_task(table.pump_chat()),
+                asyncio.create_task(table.receive_loop()),
+            ]
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            for task in done:
+                failure = task.exception()
+                if failure is not None and not isinstance(failure, WebSocketDisconnect):
+                    log.info("table_socket_closed", error=type(failure).__name__)
+        finally:
+            counts[user] = counts.get(user, 1) - 1
+            if counts[user] <= 0:
+                counts.pop(user, None)
+    except WebSocketDisconnect:
+        return
+    with contextlib.suppress(Exception):
+        await socket.close()
+
+
+ROUTES = [
+    chat_phrases,
+    match_view,
+    match_action,
+    match_events,
+    match_chat,
+    send_chat,
+    table_socket,
+]

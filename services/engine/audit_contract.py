@@ -1,0 +1,90 @@
+"""The engine's read-only audit API over the fairness log (what the gateway serves to auditors).
+
+Routes (all under the service credential):
+- GET /internal/audit/transcripts?match_id=M&player=P&limit=N -> TranscriptList
+- GET /internal/audit/transcripts/{deal_id}                 -> the transcript document
+      (`fairness.transcript.Transcript`; 404 unknown_deal while the hand is live)
+- GET /internal/audit/checkpoint                             -> SignedEnvelope (latest)
+- GET /internal/audit/proofs/inclusion?leaf_index=I&tree_size=N -> InclusionProof
+- GET /internal/audit/proofs/deal/{deal_id}?tree_size=N      -> InclusionProof (its commitment)
+- GET /internal/audit/proofs/consistency?first=M&second=N    -> ConsistencyProof
+- GET /internal/audit/keys                                   -> KeyList
+- GET /internal/audit/orphans                                -> OrphanList
+- GET /internal/audit/leaves?start=A&end=B                   -> LeafList (at most 1000)
+
+Hashes, keys and leaf data are lowercase hex. Errors: 400 invalid_request / bad_range,
+404 unknown_deal / no_checkpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+MAX_LEAVES_PAGE = 1000
+MAX_TRANSCRIPTS_PAGE = 200
+
+
+class TranscriptSummary(msgspec.Struct, frozen=True):
+    deal_id: str
+    match_id: str | None
+    table_id: str | None
+    variant: str
+    players: list[str | None]
+    leaf_index: int
+    closed: bool
+
+
+class TranscriptList(msgspec.Struct, frozen=True):
+    transcripts: list[TranscriptSummary]
+
+
+class SignedEnvelope(msgspec.Struct, frozen=True):
+    record: dict[str, Any]
+    signature: str
+
+
+class InclusionProof(msgspec.Struct, frozen=True):
+    leaf_index: int
+    tree_size: int
+    path: list[str]
+    leaf_hash: str | None = None
+
+
+class ConsistencyProof(msgspec.Struct, frozen=True):
+    first: int
+    second: int
+    path: list[str]
+
+
+class PublicKey(msgspec.Struct, frozen=True):
+    key_id: str
+    public_key: str
+    pem: str
+
+
+class KeyList(msgspec.Struct, frozen=True):
+    keys: list[PublicKey]
+
+
+class OrphanOut(msgspec.Struct, frozen=True):
+    deal_id: str
+    leaf_index: int
+    created_at: str
+    closing_records: int
+
+
+class OrphanList(msgspec.Struct, frozen=True):
+    orphans: list[OrphanOut]
+
+
+class LeafOut(msgspec.Struct, frozen=True):
+    index: int
+    type: str
+    leaf_data: str
+
+
+class LeafList(msgspec.Struct, frozen=True):
+    tree_size: int
+    leaves: list[LeafOut]

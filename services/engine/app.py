@@ -1,12 +1,125 @@
-"""The engine service's ASGI app."""
+"""The engine service's ASGI app: routes of services.engine.contract over the Engine."""
 
 from __future__ import annotations
 
-from litestar import Litestar
+from typing import Any
 
+from litestar import Litestar, get, post
+from litestar.datastructures import State
+from litestar.params import JSONBody, Parameter
+
+from fairness.keys import load_operator_key
 from services.common.app import create_service_app
 from services.common.config import Settings
+from services.common.logging import get_logger
+from services.engine.clock import Clock, RealClock
+from services.engine.contract import (
+    MAX_EVENTS_PAGE,
+    MAX_WAIT_MS,
+    ActionAccepted,
+    CreateMatch,
+    EventPage,
+    MatchCreated,
+    MatchResult,
+    PublicMatchState,
+    SeatSnapshot,
+    SubmitAction,
+)
+from services.engine.ports import FairnessLog, HttpLedger, Ledger, PgFairnessLog
+from services.engine.service import Engine
+from services.engine.store import Store
+
+log = get_logger()
 
 
-def create_app(settings: Settings) -> Litestar:
-    return create_service_app("engine", settings, route_handlers=[])
+def _engine(state: State) -> Engine:
+    engine: Engine = state.engine
+    return engine
+
+
+@post("/internal/matches", status_code=200)
+async def create_match(state: State, data: JSONBody[CreateMatch]) -> MatchCreated:
+    return await _engine(state).create(data)
+
+
+@post("/internal/matches/{match_id:str}/actions", status_code=200)
+async def submit_action(
+    state: State, match_id: str, data: JSONBody[SubmitAction]
+) -> ActionAccepted:
+    return await _engine(state).submit(match_id, data)
+
+
+@get("/internal/matches/{match_id:str}")
+async def match_state(state: State, match_id: str) -> PublicMatchState:
+    return await _engine(state).public_state(match_id)
+
+
+@get("/internal/matches/{match_id:str}/result")
+async def match_result(state: State, match_id: str) -> MatchResult:
+    return await _engine(state).result(match_id)
+
+
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/view")
+async def seat_view(state: State, match_id: str, seat: int) -> SeatSnapshot:
+    return await _engine(state).snapshot(match_id, seat)
+
+
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/events")
+async def seat_events(
+    state: State,
+    match_id: str,
+    seat: int,
+    after: int = Parameter(default=0, ge=0),
+    wait_ms: int = Parameter(default=0, ge=0, le=MAX_WAIT_MS),
+    limit: int = Parameter(default=MAX_EVENTS_PAGE, ge=1, le=MAX_EVENTS_PAGE),
+) -> EventPage:
+    return await _engine(state).events(match_id, seat, after, wait_ms, limit)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    fairness: FairnessLog | None = None,
+    ledger: Ledger | None = None,
+    scan: bool = True,
+) -> Litestar:
+    """`clock`, `fairness` and `ledger` are injectable for tests; by default real time, the
+    PostgreSQL transparency log and the ledger service."""
+
+    async def start_engine(app: Litestar) -> None:
+        key = load_operator_key(settings.operator_key_file)
+        store = Store(settings.database_url)
+        await store.start()
+        fair: Any = fairness
+        if fair is None:
+            fair = PgFairnessLog(app.state.db, key)
+            await fair.start()
+        led: Any = ledger if ledger is not None else HttpLedger(settings)
+        engine = Engine(store, clock or RealClock(), key, fair, led)
+        app.state.engine = engine
+        app.state.engine_store = store
+        await engine.start(scan=scan)
+
+    async def stop_engine(app: Litestar) -> None:
+        engine: Engine | None = app.state.get("engine")
+        if engine is not None:
+            await engine.stop()
+            await engine.store.stop()
+            if isinstance(engine.ledger, HttpLedger):
+                await engine.ledger.aclose()
+
+    return create_service_app(
+        "engine",
+        settings,
+        route_handlers=[
+            create_match,
+            submit_action,
+            match_state,
+            match_result,
+            seat_view,
+            seat_events,
+        ],
+        on_startup=[start_engine],
+        on_shutdown=[stop_engine],
+    )

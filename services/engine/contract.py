@@ -5,7 +5,22 @@ Routes (all under the service credential):
 - POST /internal/matches/{match_id}/actions       SubmitAction -> ActionAccepted (409 stale_seq)
 - GET  /internal/matches/{match_id}                -> PublicMatchState
 - GET  /internal/matches/{match_id}/seats/{seat}/view -> SeatSnapshot
-- GET  /internal/matches/{match_id}/seats/{seat}/events?after=SEQ -> EventPage
+- GET  /internal/matches/{match_id}/seats/{seat}/events?after=SEQ&wait_ms=MS -> EventPage
+- GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
+
+Sequence numbers: `seq` is the match's public version; every accepted action or engine step
+(deal, timeout, bot move) raises it by one and emits exactly one event. An action must carry
+the `seq` it was made against (the latest the caller saw); anything else is refused with 409
+`stale_seq` and changes nothing, so a double click or a retry never plays twice.
+
+Error codes (body `{"error": code, "detail": text}`):
+400 invalid_request (malformed body), 400 bad_tile, 400 bad_seat, 400 bad_match_spec,
+404 unknown_match, 404 not_over, 409 stale_seq, 409 not_your_turn, 409 illegal_action,
+409 wrong_phase, 409 seat_left, 409 match_over, 409 match_exists (same id, other spec),
+409 claim_not_allowed, 409 seed_mismatch, 503 busy (inbox full), 503 not_owner (another
+engine replica runs the match).
+
+Events published with PostgreSQL NOTIFY on channel `engine_events`, payload `match_id:seq`.
 """
 
 from __future__ import annotations
@@ -15,6 +30,10 @@ from typing import Any, Literal
 import msgspec
 
 StakeTier = Literal["free", "10", "20", "40", "80"]
+
+NOTIFY_CHANNEL = "engine_events"
+MAX_WAIT_MS = 25_000
+MAX_EVENTS_PAGE = 500
 
 
 class SeatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -35,9 +54,145 @@ class CreateMatch(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     stake_cents: int = 0
     currency: str = "USD"
     table_id: str | None = None
+    # dominicana games played turn by turn (iMessage style): no 2-minute claim.
+    turn_by_turn: bool = False
 
 
 class MatchCreated(msgspec.Struct, frozen=True):
     match_id: str
     seq: int
     status: str
+
+
+# ------------------------------------------------------------------------------ actions
+# Tiles are written "a-b" (either order); ends are "left" / "right" (ignored for the opening).
+
+
+class PlayAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="play"):
+    tile: str
+    end: Literal["left", "right"] | None = None
+
+
+class RedealAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="redeal"):
+    """Cuban five-doubles redeal request (before the first tile)."""
+
+
+class ChooseAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="choose"):
+    """Secret "Salgo" (salgo=True) / "Sal tu" (salgo=False)."""
+
+    salgo: bool
+
+
+class SeedCommitAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="seed_commit"):
+    commitment: str  # 64 hex digits: SHA-256 of the seed's ASCII bytes
+
+
+class SeedRevealAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="seed_reveal"):
+    seed: str  # [A-Za-z0-9_-]{0,64}
+
+
+class ClaimAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="claim"):
+    """dominicana: the other side claims the match after 2 minutes without a move."""
+
+
+class LeaveAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag="leave"):
+    """The player leaves for good; a bot takes the seat."""
+
+
+Action = (
+    PlayAction
+    | RedealAction
+    | ChooseAction
+    | SeedCommitAction
+    | SeedRevealAction
+    | ClaimAction
+    | LeaveAction
+)
+
+
+class SubmitAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seat: int
+    seq: int  # the match's seq the action was made against
+    action: Action
+    player_id: str | None = None  # when given, must be the seat's player
+
+
+class ActionAccepted(msgspec.Struct, frozen=True):
+    match_id: str
+    seq: int  # the match's seq after the action (and any automatic steps it caused)
+
+
+# ------------------------------------------------------------------------------ views
+
+
+class SeatInfo(msgspec.Struct, frozen=True):
+    seat: int
+    player_id: str | None
+    bot: bool  # a CPU player sits here (from the start, or since its player left)
+    left: bool  # its player left the match
+
+
+class FeedEvent(msgspec.Struct, frozen=True):
+    """One event as one seat may see it. `kind` names the shape of `data`."""
+
+    seq: int
+    kind: str
+    at_ms: int
+    data: dict[str, Any]
+
+
+class Deadline(msgspec.Struct, frozen=True):
+    kind: str  # seed_commit | seed_reveal | choose | turn | claim | abandon
+    at_ms: int  # server clock, milliseconds since the Unix epoch
+    seats: list[int]
+
+
+class MatchResult(msgspec.Struct, frozen=True):
+    match_id: str
+    status: str  # finished | void
+    winner_side: int | None
+    winner_seats: list[int]
+    winners: list[str]  # player ids
+    scores: list[int]
+    reason: str  # target | claim | void reason
+    settled: bool  # the ledger acknowledged (always true at free tables)
+
+
+class PublicMatchState(msgspec.Struct, frozen=True):
+    match_id: str
+    variant: str
+    options: dict[str, Any]
+    tier: str
+    seq: int
+    status: str  # seeding | playing | finished | void
+    seats: list[SeatInfo]
+    scores: list[int]
+    hand_no: int
+    deal_id: str | None
+    phase: str  # seed_commit | seed_reveal | choose | play | over | between
+    turn: int
+    counts: list[int]  # tiles per seat
+    table: list[dict[str, Any]]  # the chain of plays
+    deadline: Deadline | None
+    result: MatchResult | None
+
+
+class SeatSnapshot(msgspec.Struct, frozen=True):
+    """Everything one seat may see now; nothing of the others' hands, stock or seeds."""
+
+    match_id: str
+    seat: int
+    seq: int
+    state: PublicMatchState
+    hand: list[str]  # this seat's tiles
+    legal: list[dict[str, Any]]  # this seat's legal actions now
+    my_seed_commitment: str | None
+    hand_view: dict[str, Any] | None  # rules-core view of the hand for this seat
+
+
+class EventPage(msgspec.Struct, frozen=True):
+    match_id: str
+    seat: int
+    seq: int  # the match's current seq
+    events: list[FeedEvent]
+    more: bool  # more events after the last one (page limit reached)

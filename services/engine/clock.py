@@ -1,0 +1,61 @@
+"""The server's clock, injectable: real time in the service, a manual clock in tests.
+
+Actors never sleep on their own: they wait on a wake event until a deadline, and the clock
+decides when the deadline has come (real time, or a test calling `advance`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    async def wait(self, wake: asyncio.Event, deadline_ms: int | None) -> None:
+        """Return when `wake` is set or the clock reaches `deadline_ms` (None: no deadline)."""
+        ...
+
+
+class RealClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    async def wait(self, wake: asyncio.Event, deadline_ms: int | None) -> None:
+        if deadline_ms is None:
+            await wake.wait()
+            return
+        delay_s = max(0.0, (deadline_ms - self.now_ms()) / 1000)
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=delay_s)
+        except TimeoutError:
+            return
+
+
+class ManualClock:
+    """Time moves only when a test calls `advance`; waiting actors are woken to recheck."""
+
+    def __init__(self, start_ms: int = 1_800_000_000_000) -> None:
+        self._now_ms = start_ms
+        self._waiters: set[asyncio.Event] = set()
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance(self, delta_ms: int) -> None:
+        if delta_ms < 0:
+            raise ValueError("the clock never goes back")
+        self._now_ms += delta_ms
+        for wake in list(self._waiters):
+            wake.set()
+
+    async def wait(self, wake: asyncio.Event, deadline_ms: int | None) -> None:
+        if deadline_ms is not None and deadline_ms <= self._now_ms:
+            return
+        self._waiters.add(wake)
+        try:
+            await wake.wait()
+        finally:
+            self._waiters.discard(wake)

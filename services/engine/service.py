@@ -1,0 +1,444 @@
+"""Live matches: one actor task per match (bounded inbox), restore, ownership, settlement.
+
+Every change to a match goes through its actor: validate, append the record to the log
+(awaited: persisted before it is acknowledged), apply, publish. Engine steps (bots, timeouts,
+new deals) are records too. Reads also pass through the inbox so they see every step due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import msgspec
+
+from fairness.flow import open_deal
+from fairness.keys import OperatorKey
+from services.common.errors import ServiceError, conflict, not_found
+from services.common.logging import get_logger
+from services.engine.clock import Clock
+from services.engine.contract import (
+    MAX_EVENTS_PAGE,
+    MAX_WAIT_MS,
+    ActionAccepted,
+    CreateMatch,
+    EventPage,
+    MatchCreated,
+    MatchResult,
+    PublicMatchState,
+    SeatSnapshot,
+    SubmitAction,
+)
+from services.engine.ports import FairnessLog, Ledger
+from services.engine.runtime import Match, restore
+from services.engine.store import Store
+
+log = get_logger()
+T = TypeVar("T")
+
+INBOX_SIZE = 256
+MAX_AUTO_STEPS = 500  # engine steps in a row before the actor looks at its inbox again
+MAX_LIVE_MATCHES = 20_000
+SCAN_INTERVAL_MS = 1_000
+SETTLE_BACKOFF_MIN_MS = 200
+SETTLE_BACKOFF_MAX_MS = 10_000
+REPUBLISH_LAST_RECORDS = 8  # fairness records of the last entries are re-sent after restore
+
+_PURPOSE_CODES = {"deal": "d", "cuban_draw": "draw", "pares_o_nones": "pares"}
+
+
+def _time(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class MatchActor:
+    def __init__(self, engine: Engine, match: Match) -> None:
+        self.engine = engine
+        self.match = match
+        self.inbox: asyncio.Queue[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = (
+            asyncio.Queue(maxsize=INBOX_SIZE)
+        )
+        self.wake = asyncio.Event()
+        self.changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.settle_task: asyncio.Task[None] | None = None
+        self.closed = False
+        self.failed = False
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run(), name=f"match-{self.match.spec.match_id}")
+
+    async def stop(self) -> None:
+        for t in (self.task, self.settle_task):
+            if t is not None:
+                t.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        if self.failed:
+            raise ServiceError(503, "not_owner", "the match is being recovered")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        try:
+            self.inbox.put_nowait((fn, fut))
+        except asyncio.QueueFull:
+            raise ServiceError(503, "busy", "too many requests for this match") from None
+        self.wake.set()
+        return await fut
+
+    async def _run(self) -> None:
+        clock = self.engine.clock
+        try:
+            while True:
+                self.wake.clear()
+                await self._steps()
+                while not self.inbox.empty():
+                    fn, fut = self.inbox.get_nowait()
+                    if fut.done():
+                        continue
+                    try:
+                        fut.set_result(await fn())
+                    except ServiceError as exc:
+                        fut.set_exception(exc)
+                    except Exception as exc:
+                        fut.set_exception(ServiceError(503, "not_owner", "match recovering"))
+                        raise exc
+                    await self._steps()
+                if self.inbox.empty():
+                    await clock.wait(self.wake, self.match.next_timer_ms())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("match_actor_failed", match_id=self.match.spec.match_id)
+            self.failed = True
+            while not self.inbox.empty():
+                _, fut = self.inbox.get_nowait()
+                if not fut.done():
+                    fut.set_exception(ServiceError(503, "not_owner", "match recovering"))
+            asyncio.get_running_loop().call_soon(
+                self.engine.recover_later, self.match.spec.match_id
+            )
+
+    # ------------------------------------------------------------------ writing
+
+    async def persist(self, rec: dict[str, Any]) -> None:
+        m = self.match
+        rec.setdefault("at", self.engine.clock.now_ms())
+        data = msgspec.json.encode(rec)
+        await self.engine.store.append(m.spec.match_id, m.log_no, m.seq + 1, data)
+        m.apply(rec)
+        await self._flush_outbox()
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def _flush_outbox(self) -> None:
+        m = self.match
+        while m.outbox:
+            env = m.outbox[0]
+            try:
+                await self.engine.fairness.append(env)
+            except Exception:
+                log.exception("fairness_append_failed", match_id=m.spec.match_id)
+                return  # retried after the next record
+            m.outbox.pop(0)
+
+    async def _steps(self) -> None:
+        m = self.match
+        if m.outbox:
+            await self._flush_outbox()
+        for _ in range(MAX_AUTO_STEPS):
+            now = self.engine.clock.now_ms()
+            rec = m.due_step(now)
+            if rec is not None:
+                await self.persist(rec)
+                continue
+            purpose = m.needs_deal()
+            if purpose is not None:
+                await self._open(purpose, now)
+                continue
+            break
+        if m.over and not self.closed:
+            paid = m.spec.tier != "free"
+            if paid and not m.settled:
+                if self.settle_task is None:
+                    self.settle_task = asyncio.create_task(self._settle())
+                return
+            await self.engine.store.close_match(m.spec.match_id, m.status)
+            self.closed = True
+
+    async def _open(self, purpose: str, now: int) -> None:
+        m = self.match
+        deal_id = f"{m.spec.match_id}/{m.deal_count + 1}.{_PURPOSE_CODES[purpose]}"
+        deal = purpose == "deal"
+        opened = open_deal(
+            self.engine.key,
+            deal_id=deal_id,
+            table_id=m.spec.table_id or m.spec.match_id,
+            variant=m.spec.variant,
+            options=m.spec.options,
+            tile_set=m.rules.max_pip if deal else 9,
+            hand_size=m.rules.hand_size if deal else 0,
+            seats=[s.player_id for s in m.seats],
+            now=_time(now),
+            purpose=purpose,
+        )
+        # the signed commitment is in the log before any seat can see it or send a seed
+        await self.engine.fairness.append(opened.commitment)
+        await self.persist(
+            {
+                "k": "open",
+                "purpose": purpose,
+                "deal_id": deal_id,
+                "seed": opened.server_seed.hex(),
+                "env": opened.commitment,
+                "at": now,
+            }
+        )
+
+    async def _settle(self) -> None:
+        m = self.match
+        result = m.result
+        delay_ms = SETTLE_BACKOFF_MIN_MS
+        while True:
+            try:
+                if result is None or result.status == "void":
+                    await self.engine.ledger.void(m.spec.match_id, result.reason if result else "")
+                else:
+                    await self.engine.ledger.settle(m.spec.match_id, result.winners)
+                break
+            except Exception as exc:
+                log.warning("settlement_retry", match_id=m.spec.match_id, error=str(exc)[:200])
+                await asyncio.sleep(delay_ms / 1000)
+                delay_ms = min(SETTLE_BACKOFF_MAX_MS, delay_ms * 2)
+
+        async def record() -> None:
+            if not m.settled:
+                await self.persist({"k": "settled"})
+
+        await self.call(record)
+
+
+class Engine:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        key: OperatorKey,
+        fairness: FairnessLog,
+        ledger: Ledger,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.key = key
+        self.fairness = fairness
+        self.ledger = ledger
+        self.actors: dict[str, MatchActor] = {}
+        self._loading: dict[str, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._recover: set[str] = set()
+
+    async def start(self, *, scan: bool = True) -> None:
+        await self.scan_once()
+        if scan:
+            self._tasks.append(asyncio.create_task(self._scanner()))
+            self._tasks.append(asyncio.create_task(self._checkpointer()))
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        for a in list(self.actors.values()):
+            await a.stop()
+        for mid in list(self.actors):
+            await self.store.unlock(mid)
+        self.actors.clear()
+
+    # ------------------------------------------------------------------ ownership
+
+    async def _scanner(self) -> None:
+        while True:
+            await asyncio.sleep(SCAN_INTERVAL_MS / 1000)
+            try:
+                if not await self.store.heartbeat():
+                    log.error("lock_connection_lost: stopping every match")
+                    for a in list(self.actors.values()):
+                        await a.stop()
+                    self.actors.clear()
+                    return
+                await self.scan_once()
+            except Exception:
+                log.exception("scan_failed")
+
+    async def scan_once(self) -> None:
+        """Take over every live match no process holds (after a crash or at start)."""
+        for mid in list(self._recover):
+            self._recover.discard(mid)
+            actor = self.actors.pop(mid, None)
+            if actor is not None:
+                await actor.stop()
+        for mid in await self.store.live_matches():
+            if mid not in self.actors and len(self.actors) < MAX_LIVE_MATCHES:
+                with contextlib.suppress(ServiceError):
+                    await self._acquire(mid)
+
+    def recover_later(self, match_id: str) -> None:
+        self._recover.add(match_id)
+
+    async def _checkpointer(self) -> None:
+        while True:
+            await asyncio.sleep(5)
+            try:
+                await self.fairness.checkpoint()
+            except Exception:
+                log.exception("checkpoint_failed")
+
+    async def _acquire(self, match_id: str) -> MatchActor:
+        """The actor of a match, restoring it from its log when this process can own it."""
+        actor = self.actors.get(match_id)
+        if actor is not None and not actor.failed:
+            return actor
+        lock = self._loading.setdefault(match_id, asyncio.Lock())
+        async with lock:
+            actor = self.actors.get(match_id)
+            if actor is not None and not actor.failed:
+                return actor
+            if actor is not None:
+                await actor.stop()
+                self.actors.pop(match_id, None)
+            loaded = await self.store.load(match_id)
+            if loaded is None:
+                raise not_found("unknown_match", f"no match {match_id!r}")
+            if not await self.store.try_lock(match_id):
+                raise ServiceError(503, "not_owner", "another engine process runs this match")
+            doc, records, closed = loaded
+            spec = msgspec.convert(doc["spec"], CreateMatch)
+            try:
+                match = restore(
+                    spec,
+                    self.key,
+                    int(doc["created_ms"]),
+                    records[: -REPUBLISH_LAST_RECORDS or None],
+                )
+                for rec in records[len(records) - min(len(records), REPUBLISH_LAST_RECORDS) :]:
+                    match.apply(rec)
+            except Exception:
+                log.exception("restore_failed", match_id=match_id)
+                match = restore(spec, self.key, int(doc["created_ms"]), [])
+                for rec in records:
+                    try:
+                        match.apply(rec)
+                    except Exception:
+                        break
+                match.log_no = len(records) + 1
+                match.outbox.clear()
+                broken = MatchActor(self, match)
+                broken.closed = closed
+                self.actors[match_id] = broken
+                broken.start()
+                if not match.over:
+                    await broken.call(
+                        lambda: broken.persist({"k": "void", "reason": "unrecoverable error"})
+                    )
+                return broken
+            actor = MatchActor(self, match)
+            actor.closed = closed
+            self.actors[match_id] = actor
+            actor.start()
+            return actor
+
+    # ------------------------------------------------------------------ API
+
+    async def create(self, spec: CreateMatch) -> MatchCreated:
+        from services.engine.runtime import validate_spec
+
+        validate_spec(spec)
+        now = self.clock.now_ms()
+        spec_doc = msgspec.to_builtins(spec)
+        old = await self.store.insert_match(spec.match_id, spec_doc, now)
+        if old is not None:
+            if old.get("spec") != spec_doc:
+                raise conflict("match_exists", "a different match has this id")
+            actor = await self._acquire(spec.match_id)
+            return await actor.call(lambda: self._created(actor))
+        if not await self.store.try_lock(spec.match_id):
+            raise ServiceError(503, "not_owner", "another engine process runs this match")
+        match = Match.create(spec, self.key, now)
+        actor = MatchActor(self, match)
+        self.actors[spec.match_id] = actor
+        actor.start()
+        return await actor.call(lambda: self._created(actor))
+
+    @staticmethod
+    async def _created(actor: MatchActor) -> MatchCreated:
+        m = actor.match
+        return MatchCreated(match_id=m.spec.match_id, seq=m.seq, status=m.status)
+
+    async def submit(self, match_id: str, body: SubmitAction) -> ActionAccepted:
+        actor = await self._acquire(match_id)
+
+        async def run() -> ActionAccepted:
+            m = actor.match
+            rec = m.check_submit(body.seat, body.seq, body.action, body.player_id)
+            if rec["k"] == "claim":
+                m.check_claim_time(body.seat, self.clock.now_ms())
+            await actor.persist(rec)
+            await actor._steps()
+            return ActionAccepted(match_id=match_id, seq=m.seq)
+
+        return await actor.call(run)
+
+    async def public_state(self, match_id: str) -> PublicMatchState:
+        actor = await self._acquire(match_id)
+
+        async def run() -> PublicMatchState:
+            return actor.match.public_state()
+
+        return await actor.call(run)
+
+    async def snapshot(self, match_id: str, seat: int) -> SeatSnapshot:
+        actor = await self._acquire(match_id)
+        self._check_seat(actor, seat)
+
+        async def run() -> SeatSnapshot:
+            return actor.match.snapshot(seat)
+
+        return await actor.call(run)
+
+    async def result(self, match_id: str) -> MatchResult:
+        actor = await self._acquire(match_id)
+
+        async def run() -> MatchResult:
+            if actor.match.result is None:
+                raise not_found("not_over", "the match is still being played")
+            return actor.match.result
+
+        return await actor.call(run)
+
+    @staticmethod
+    def _check_seat(actor: MatchActor, seat: int) -> None:
+        if not 0 <= seat < len(actor.match.seats):
+            raise ServiceError(400, "bad_seat", f"no seat {seat} at this table")
+
+    async def events(
+        self, match_id: str, seat: int, after: int, wait_ms: int = 0, limit: int = MAX_EVENTS_PAGE
+    ) -> EventPage:
+        actor = await self._acquire(match_id)
+        self._check_seat(actor, seat)
+        wait_ms = max(0, min(wait_ms, MAX_WAIT_MS))
+        limit = max(1, min(limit, MAX_EVENTS_PAGE))
+
+        async def barrier() -> asyncio.Event:
+            return actor.changed
+
+        changed = await actor.call(barrier)
+        m = actor.match
+        if m.seq <= after and wait_ms > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=wait_ms / 1000)
+        events, more = m.events_after(seat, after, limit)
+        return EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)

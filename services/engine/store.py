@@ -1,0 +1,237 @@
+"""The engine's PostgreSQL side: match logs (group-committed appends + NOTIFY) and ownership.
+
+Appends from every match are batched by a few writer tasks into one transaction per batch
+(one INSERT over unnest arrays and one pg_notify per event), so one round trip and one commit
+carry many actions. The primary key (match_id, log_no) fences a stale writer: two processes
+can never both append the same entry of a match.
+
+Ownership: a match is run by the process that holds the session advisory lock of its id on
+this process's dedicated lock connection. If the process dies the connection drops, the lock
+is released and another replica's scanner takes the match over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from services.common.db import APP_ROLE, asyncpg_dsn
+from services.common.logging import get_logger
+from services.engine.contract import NOTIFY_CHANNEL
+
+log = get_logger()
+
+MAX_RECORD_BYTES = 65_536
+MAX_BATCH = 512
+MAX_PENDING_APPENDS = 20_000
+WRITERS = 4
+LOCK_NAMESPACE = 0x454E47  # "ENG": second key of the two-key advisory lock
+LOCK_HEARTBEAT_MS = 1_000
+
+
+class AppendFailed(Exception):
+    """The log refused an entry (another process appended it: ownership lost)."""
+
+
+@dataclass
+class _Pending:
+    match_id: str
+    log_no: int
+    seq: int
+    record: bytes
+    future: asyncio.Future[None]
+
+
+class Store:
+    def __init__(self, database_url: str, *, pool_size: int = 8) -> None:
+        self._dsn = asyncpg_dsn(database_url)
+        self._pool_size = pool_size
+        self.pool: asyncpg.Pool | None = None
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=MAX_PENDING_APPENDS)
+        self._writers: list[asyncio.Task[None]] = []
+        self._lock_conn: asyncpg.Connection | None = None
+        self._lock_mutex = asyncio.Lock()
+        self.lock_lost = asyncio.Event()
+
+    async def _connect(self) -> asyncpg.Connection:
+        return await asyncpg.connect(
+            self._dsn, server_settings={"role": APP_ROLE, "application_name": "mesa-engine-lock"}
+        )
+
+    async def start(self) -> None:
+        self.pool = await asyncpg.create_pool(
+            self._dsn,
+            min_size=2,
+            max_size=self._pool_size,
+            server_settings={"role": APP_ROLE, "application_name": "mesa-engine"},
+        )
+        self._lock_conn = await self._connect()
+        self._writers = [asyncio.create_task(self._writer()) for _ in range(WRITERS)]
+
+    async def stop(self) -> None:
+        for t in self._writers:
+            t.cancel()
+        for t in self._writers:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        if self._lock_conn is not None:
+            with contextlib.suppress(Exception):
+                await self._lock_conn.close()
+        if self.pool is not None:
+            await self.pool.close()
+
+    def _pool(self) -> asyncpg.Pool:
+        if self.pool is None:
+            raise RuntimeError("store not started")
+        return self.pool
+
+    # ------------------------------------------------------------------ matches
+
+    async def insert_match(
+        self, match_id: str, spec: dict[str, Any], created_ms: int
+    ) -> dict[str, Any] | None:
+        """Insert the match; return None if new, else the stored document."""
+        doc = {"spec": spec, "created_ms": created_ms}
+        async with self._pool().acquire() as conn:
+            row = await conn.fetchrow(
+                "INSERT INTO engine.matches (match_id, spec) VALUES ($1, $2::jsonb)"
+                " ON CONFLICT (match_id) DO NOTHING RETURNING match_id",
+                match_id,
+                msgspec.json.encode(doc).decode(),
+            )
+            if row is not None:
+                return None
+            old = await conn.fetchval(
+                "SELECT spec FROM engine.matches WHERE match_id = $1", match_id
+            )
+        return dict(msgspec.json.decode(old))
+
+    async def load(self, match_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], bool] | None:
+        async with self._pool().acquire() as conn:
+            doc = await conn.fetchval(
+                "SELECT spec FROM engine.matches WHERE match_id = $1", match_id
+            )
+            if doc is None:
+                return None
+            rows = await conn.fetch(
+                "SELECT log_no, record FROM engine.match_log WHERE match_id = $1 ORDER BY log_no",
+                match_id,
+            )
+            closed = await conn.fetchval(
+                "SELECT 1 FROM engine.match_closed WHERE match_id = $1", match_id
+            )
+        records = [dict(msgspec.json.decode(r["record"])) for r in rows]
+        return dict(msgspec.json.decode(doc)), records, closed is not None
+
+    async def live_matches(self, limit: int = 10_000) -> list[str]:
+        async with self._pool().acquire() as conn:
+            rows = await conn.fetch(
+                "SELECT m.match_id FROM engine.matches m WHERE NOT EXISTS"
+                " (SELECT 1 FROM engine.match_closed c WHERE c.match_id = m.match_id)"
+                " ORDER BY m.created_at LIMIT $1",
+                limit,
+            )
+        return [r["match_id"] for r in rows]
+
+    async def close_match(self, match_id: str, status: str) -> None:
+        async with self._pool().acquire() as conn:
+            await conn.execute(
+                "INSERT INTO engine.match_closed (match_id, status) VALUES ($1, $2)"
+                " ON CONFLICT (match_id) DO NOTHING",
+                match_id,
+                status,
+            )
+
+    # ------------------------------------------------------------------ appends
+
+    async def append(self, match_id: str, log_no: int, seq: int, record: bytes) -> None:
+        """Persist one log entry (and publish its NOTIFY); returns once committed."""
+        if len(record) > MAX_RECORD_BYTES:
+            raise ValueError("log record too large")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Pending(match_id, log_no, seq, record, fut))
+        await fut
+
+    async def _writer(self) -> None:
+        while True:
+            first = await self._queue.get()
+            batch = [first]
+            while len(batch) < MAX_BATCH and not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            try:
+                await self._write(batch)
+            except asyncpg.UniqueViolationError:
+                for p in batch:  # find the entry that clashed; the others go through
+                    try:
+                        await self._write([p])
+                    except Exception as exc:
+                        if not p.future.done():
+                            p.future.set_exception(AppendFailed(str(exc)))
+                continue
+            except Exception as exc:
+                for p in batch:
+                    if not p.future.done():
+                        p.future.set_exception(exc)
+                continue
+            for p in batch:
+                if not p.future.done():
+                    p.future.set_result(None)
+
+    async def _write(self, batch: list[_Pending]) -> None:
+        async with self._pool().acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+                " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])",
+                [p.match_id for p in batch],
+                [p.log_no for p in batch],
+                [p.seq for p in batch],
+                [p.record for p in batch],
+            )
+            await conn.execute(
+                "SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x",
+                NOTIFY_CHANNEL,
+                [f"{p.match_id}:{p.seq}" for p in batch],
+            )
+        for p in batch:
+            if not p.future.done():
+                p.future.set_result(None)
+
+    # ------------------------------------------------------------------ ownership
+
+    async def try_lock(self, match_id: str) -> bool:
+        async with self._lock_mutex:
+            conn = self._lock_conn
+            if conn is None:
+                return False
+            got = await conn.fetchval(
+                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
+            )
+            return bool(got)
+
+    async def unlock(self, match_id: str) -> None:
+        async with self._lock_mutex:
+            conn = self._lock_conn
+            if conn is None:
+                return
+            with contextlib.suppress(Exception):
+                await conn.execute(
+                    "SELECT pg_advisory_unlock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
+                )
+
+    async def heartbeat(self) -> bool:
+        """True while the lock connection (and so every lock) is alive."""
+        async with self._lock_mutex:
+            conn = self._lock_conn
+            if conn is None:
+                return False
+            try:
+                await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=LOCK_HEARTBEAT_MS / 1000)
+            except Exception:
+                self.lock_lost.set()
+                return False
+            return True

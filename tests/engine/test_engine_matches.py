@@ -1,0 +1,41 @@
+"""Full matches of every variant and mode through the service API with scripted players."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.engine.engine_helpers import auth, drive, spec
+
+VARIANTS: list[tuple[str, dict[str, Any], int]] = [
+    ("dominicana", {"mode": "2v2"}, 4),
+    ("dominicana", {"mode": "1v1"}, 2),
+    ("cubana", {"preset": "habana"}, 4),
+    ("cubana", {"preset": "miami"}, 4),
+    ("cubana", {"preset": "oriente"}, 4),
+    ("cubana", {"preset": "barrio"}, 4),
+    ("casa", {"players": 4}, 4),
+    ("casa", {"players": 2}, 2),
+    ("casa", {"players": 4, "pairs": False, "scoring": "hands"}, 4),
+    ("apuesta", {"mode": "parejas"}, 4),
+    ("apuesta", {"mode": "1v1"}, 2),
+    ("apuesta", {"mode": "trios"}, 3),
+]
+
+
+@pytest.mark.parametrize(("variant", "options", "seats"), VARIANTS)
+async def test_engine_full_match(
+    harness_factory: Any, internal_secret: bytes, variant: str, options: dict[str, Any], seats: int
+) -> None:
+    h = auth(internal_secret)
+    mid = f"full-{variant}-{'-'.join(str(v) for v in options.values())}"
+    async with harness_factory() as hz:
+        r = await hz.client.post(
+            "/internal/matches", json=spec(mid, variant, options, seats), headers=h
+        )
+        assert r.status_code == 200, r.text
+        st = await drive(hz.client, hz.engine, mid, h)
+        assert st["status"] == "finished"
+        assert st["result"]["winners"]
+        assert st["result"]["settled"] is True

@@ -71,8 +71,14 @@ def test_003_capicua_non_double_two_distinct_ends_bonus_options():
 
 
 def _corrido(options, hand0):
-    return position(options.get("_v", "casa"), {k: v for k, v in options.items() if k != "_v"},
-                    [hand0, ["5-5", "5-6"], ["4-4", "4-5"], ["3-3", "3-4"]], 0, 1, 0)
+    return position(
+        options.get("_v", "casa"),
+        {k: v for k, v in options.items() if k != "_v"},
+        [hand0, ["5-5", "5-6"], ["4-4", "4-5"], ["3-3", "3-4"]],
+        0,
+        1,
+        0,
+    )
 
 
 def test_003_pase_corrido_paid_when_the_player_plays_again():
@@ -137,8 +143,7 @@ def test_003_target_checked_at_hand_end_highest_wins_tie_replays():
     st = position("casa", o, [["3-5"], ["0-0"], ["0-1"], ["0-2"]], 3, 5, 0, scores=[72, 99, 0, 0])
     res = play(st, "3-5", "left")[0].result
     assert res.scores == (100, 99, 0, 0) and res.match_over and res.match_winner_side == 0
-    st = position("casa", o, [["3-5"], ["0-0"], ["0-1"], ["0-2"]], 3, 5, 0,
-                  scores=[73, 101, 0, 0])
+    st = position("casa", o, [["3-5"], ["0-0"], ["0-1"], ["0-2"]], 3, 5, 0, scores=[73, 101, 0, 0])
     res = play(st, "3-5", "left")[0].result
     assert res.scores == (101, 101, 0, 0) and not res.match_over
 
@@ -170,8 +175,14 @@ def test_003_same_number_both_ends_placed_automatically(tmp_path):
         ["2-3", "2-4", "2-5", "2-6", "3-3", "3-4", "3-5"],
         ["3-6", "4-4", "4-5", "4-6", "5-5", "5-6", "6-6"],
     ]
-    s = {"variant": "casa", "hands": hands, "stock": [], "opener": 3, "first_hand": False,
-         "moves": [{"tile": "4-4"}, {"tile": "4-0"}]}
+    s = {
+        "variant": "casa",
+        "hands": hands,
+        "stock": [],
+        "opener": 3,
+        "first_hand": False,
+        "moves": [{"tile": "4-4"}, {"tile": "4-0"}],
+    }
     rc, out, _ = run_replay(tmp_path, s)
     assert rc == 0 and out["events"][1]["end"] == "left" and out["events"][1]["ends"] == [0, 4]
 
@@ -239,8 +250,13 @@ def test_004_pase_corrido_30_replaces_25_and_plays_again():
     solos y el equipo de quien jugó gana 30 puntos. Le vuelve a tocar a él.'"""
     st = position("apuesta", {}, [["1-2", "2-3"], ["5-5"], ["4-4"], ["3-3"]], 0, 1, 0)
     st, ev = play(st, "1-2", "right")
-    assert kinds(ev) == [("play", 0), ("pass", 1), ("pass", 2), ("pass", 3),
-                         ("bonus", "pase_corrido", 0, 30, True)]
+    assert kinds(ev) == [
+        ("play", 0),
+        ("pass", 1),
+        ("pass", 2),
+        ("pass", 3),
+        ("bonus", "pase_corrido", 0, 30, True),
+    ]
     assert st.turn == 0
     st = position("apuesta", {"mode": "trios"}, [["1-2", "2-3"], ["5-5"], ["4-4"]], 0, 1, 0)
     _, ev = play(st, "1-2", "right")
@@ -259,8 +275,17 @@ def test_004_bonus_reaching_target_wins_at_once():
 def test_004_pase_with_hand_end_points_then_capicua_then_pase():
     """DESIGN: when the play that earns a pase also ends the hand: first the hand's points and
     capicúa, then the pase; the first side to reach the target in that order wins."""
-    st = position("apuesta", {"mode": "trios"}, [["6-6"], ["5-5"], ["1-4"]], 1, 3, 2,
-                  last_player=0, passes=1, scores=[190, 0, 180])
+    st = position(
+        "apuesta",
+        {"mode": "trios"},
+        [["6-6"], ["5-5"], ["1-4"]],
+        1,
+        3,
+        2,
+        last_player=0,
+        passes=1,
+        scores=[190, 0, 180],
+    )
     st2, ev = play(st, "1-4", "left")
     assert kinds(ev) == [("play", 2), ("bonus", "pase", 0, 25, True)]
     res = st2.result
@@ -289,16 +314,16 @@ def test_004_tranque_fewest_pips_tie_to_opening_side():
     st = position("apuesta", {}, [["1-2", "6-6"], ["4-4"], ["3-3"], ["5-5"]], 0, 1, 0, opener=1)
     res = play(st, "1-2", "right")[0].result  # 18 vs 18: tie -> opener's side 1
     assert res.winner_side == 1 and res.winner_seat == 1
-    st = position("apuesta", {"mode": "trios"}, [["1-2", "4-4"], ["5-3"], ["6-6"]], 0, 1, 0,
-                  opener=2)
+    st = position(
+        "apuesta", {"mode": "trios"}, [["1-2", "4-4"], ["5-3"], ["6-6"]], 0, 1, 0, opener=2
+    )
     res = play(st, "1-2", "right")[0].result  # 8, 8, 12: tie -> first from opener 2: seat 0
     assert res.winner_side == 0 and res.next_opener == 0
 
 
 def test_004_timed_out_turn_plays_the_heaviest_tile():
     """'Tienes 25 segundos por turno. Si se acaba el tiempo, el juego juega una ficha por ti.'"""
-    st = position("apuesta", {}, [["4-1", "4-6", "5-1", "0-0"], ["5-5"], ["6-6"], ["3-3"]],
-                  4, 5, 0)
+    st = position("apuesta", {}, [["4-1", "4-6", "5-1", "0-0"], ["5-5"], ["6-6"], ["3-3"]], 4, 5, 0)
     assert R.heaviest_playable(st) == R.Play(T("4-6"), R.LEFT)
     st = position("apuesta", {}, [["4-5", "0-0"], ["5-5"], ["6-6"], ["3-3"]], 4, 5, 0)
     assert R.heaviest_playable(st) == R.Play(T("4-5"), R.LEFT)

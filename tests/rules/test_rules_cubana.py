@@ -195,8 +195,12 @@ def test_002_s11_example4_tied_tranque_nobody_scores_other_pair_opens():
 def test_002_s11_example5_viajera_wins_the_match():
     """Ejemplo 5: 40 a 30, A goes out; 82 + 29 = 111, a viajera; A has 151 and wins."""
     st = position(
-        "cubana", HAB,
-        [["1-2"], ["9-9", "9-8", "8-8", "9-7", "8-7"], ["0-0"], ["7-7", "9-6"]], 5, 1, 0,
+        "cubana",
+        HAB,
+        [["1-2"], ["9-9", "9-8", "8-8", "9-7", "8-7"], ["0-0"], ["7-7", "9-6"]],
+        5,
+        1,
+        0,
         scores=[40, 30],
     )
     res = play(st, "1-2", "right")[0].result
@@ -208,8 +212,12 @@ def test_002_s7_viajera_wins_at_once_below_the_target():
     """'Cuando una pareja suma 100 tantos o más en una sola mano, se llama viajera y gana la
     partida en el acto.' (Miami plays to 150.)"""
     st = position(
-        "cubana", {"preset": "miami"},
-        [["1-2"], ["9-9", "9-8", "8-8", "9-7", "8-7"], ["0-0"], ["7-7", "9-6"]], 5, 1, 0,
+        "cubana",
+        {"preset": "miami"},
+        [["1-2"], ["9-9", "9-8", "8-8", "9-7", "8-7"], ["0-0"], ["7-7", "9-6"]],
+        5,
+        1,
+        0,
     )
     res = play(st, "1-2", "right")[0].result
     assert res.scores == (111, 0) and res.match_over and res.viajera
@@ -228,11 +236,17 @@ def test_002_s11_example6_pollona_and_107_stays_107():
 
 def test_002_s11_example7_what_plays_there_are():
     """Ejemplo 7: ends 4 and 9, hand 49 99 44 26 14: five plays; the 26 cannot be played."""
-    st = position("cubana", HAB, [["4-9", "9-9", "4-4", "2-6", "1-4"], ["0-0"], ["0-1"], ["0-2"]],
-                  4, 9, 0)
+    st = position(
+        "cubana", HAB, [["4-9", "9-9", "4-4", "2-6", "1-4"], ["0-0"], ["0-1"], ["0-2"]], 4, 9, 0
+    )
     acts = {(R.tile_str(a.tile), a.end) for a in R.legal_actions(st)}
-    assert acts == {("9-4", R.LEFT), ("9-4", R.RIGHT), ("9-9", R.RIGHT), ("4-4", R.LEFT),
-                    ("4-1", R.LEFT)}
+    assert acts == {
+        ("9-4", R.LEFT),
+        ("9-4", R.RIGHT),
+        ("9-9", R.RIGHT),
+        ("4-4", R.LEFT),
+        ("4-1", R.LEFT),
+    }
     st2, _ = play(st, "4-9", "left")
     assert (st2.left, st2.right) == (9, 9)
     st2, _ = play(st, "4-9", "right")
@@ -277,8 +291,9 @@ def test_002_s10_presets():
 def test_002_s10_miami_first_pass_of_the_match_gives_2():
     """'El primer pase de la partida da 2 tantos' (to the passer's rivals, first hand only)."""
     o = {"preset": "miami"}
-    st = position("cubana", o, [["1-2", "2-3"], ["5-5"], ["6-6"], ["4-4"]], 0, 1, 0,
-                  first_hand=True)
+    st = position(
+        "cubana", o, [["1-2", "2-3"], ["5-5"], ["6-6"], ["4-4"]], 0, 1, 0, first_hand=True
+    )
     st2, ev = play(st, "1-2", "right")
     assert kinds(ev)[:3] == [("play", 0), ("pass", 1), ("bonus", "primer_pase", 0, 2, True)]
     assert st2.scores == (2, 0) and len(st2.bonuses) == 1
@@ -289,8 +304,15 @@ def test_002_s10_miami_first_pass_of_the_match_gives_2():
 def test_002_s10_miami_best_of_three_partidas():
     """'150, mejor de tres partidas': a won partida resets the scores; two partidas win."""
     rs = R.make_ruleset("cubana", {"preset": "miami"})
-    st = position("cubana", {"preset": "miami"}, [["1-2"], ["9-6"], ["0-0"], ["0-1"]], 5, 1, 0,
-                  scores=[140, 5])
+    st = position(
+        "cubana",
+        {"preset": "miami"},
+        [["1-2"], ["9-6"], ["0-0"], ["0-1"]],
+        5,
+        1,
+        0,
+        scores=[140, 5],
+    )
     st2, _ = play(st, "1-2", "right")
     m = R.finish_hand(replace(R.new_match(rs), scores=(140, 5), hands_played=4), st2)
     assert not m.over and m.partidas_won == (1, 0) and m.scores == (0, 0) and m.partida == 2
@@ -307,8 +329,9 @@ def test_002_s10_oriente_66_opens_target_20_right_of_opener(tmp_path):
     st = R.start_hand(R.new_match(rs), hands, stock)
     holder = next(s for s in range(4) if T("6-6") in hands[s])
     assert st.opener == holder and R.legal_actions(st) == (R.Play(T("6-6"), R.NO_END),)
-    st = position("cubana", {"preset": "oriente"}, [["1-2"], ["6-6"], ["3-3"], ["4-4"]], 0, 1, 0,
-                  opener=2)
+    st = position(
+        "cubana", {"preset": "oriente"}, [["1-2"], ["6-6"], ["3-3"], ["4-4"]], 0, 1, 0, opener=2
+    )
     assert play(st, "1-2", "right")[0].result.next_opener == 3
 
 
@@ -321,19 +344,32 @@ def test_002_s10_oriente_unanswered_opening_double_gives_20_and_wins_at_20(tmp_p
         ["2-3", "2-4", "2-5", "2-6", "3-3", "3-4", "3-5"],
         ["3-6", "4-4", "4-5", "4-6", "5-5", "5-6", "6-6"],
     ]
-    s = {"variant": "cubana", "options": {"preset": "oriente"}, "hands": hands, "stock": [],
-         "opener": 0, "first_hand": False, "moves": [{"tile": "0-0"}]}
+    s = {
+        "variant": "cubana",
+        "options": {"preset": "oriente"},
+        "hands": hands,
+        "stock": [],
+        "opener": 0,
+        "first_hand": False,
+        "moves": [{"tile": "0-0"}],
+    }
     rc, out, _ = run_replay(tmp_path, s)
     assert rc == 0 and out["events"][:3] == [
         {"type": "play", "seat": 0, "tile": "0-0", "end": None, "ends": [0, 0]},
         {"type": "pass", "seat": 1},
-        {"type": "bonus", "kind": "doble_sin_respuesta", "side": 0, "points": 20,
-         "counted": True},
+        {"type": "bonus", "kind": "doble_sin_respuesta", "side": 0, "points": 20, "counted": True},
     ]
     assert out["result"] == {
-        "end": "target", "winner_seat": None, "winner_side": 0, "points": 0,
-        "bonuses": [out["events"][2]], "scores": [20, 0], "next_opener": None,
-        "next_opening_side": None, "match_over": True, "match_winner_side": 0,
+        "end": "target",
+        "winner_seat": None,
+        "winner_side": 0,
+        "points": 0,
+        "bonuses": [out["events"][2]],
+        "scores": [20, 0],
+        "next_opener": None,
+        "next_opening_side": None,
+        "match_over": True,
+        "match_winner_side": 0,
     }
     assert out["awaiting"] is None
     rc, _, err = run_replay(tmp_path, {**s, "moves": [{"tile": "0-0"}, {"tile": "0-1"}]})
@@ -353,8 +389,9 @@ def test_002_s10_barrio_highest_double_opens_winner_opens_next_capicua_doubles()
     rs = R.make_ruleset("cubana", o)
     hands, stock = deal(rs, random.Random(4))
     st = R.start_hand(R.new_match(rs), hands, stock)
-    best = max((t for h in hands for t in h), key=lambda t: (R.tile_str(t)[0] == R.tile_str(t)[2],
-                                                            PIPS[t]))
+    best = max(
+        (t for h in hands for t in h), key=lambda t: (R.tile_str(t)[0] == R.tile_str(t)[2], PIPS[t])
+    )
     assert R.legal_actions(st) == (R.Play(best, R.NO_END),)
     st = position("cubana", o, [["0-0"], ["9-6"], ["3-5"], ["0-1"]], 3, 5, 2)
     st2, ev = play(st, "3-5", "left")
@@ -379,8 +416,11 @@ def test_002_replay_requires_opener(tmp_path):
     """Issue 3: 'opener ... required for cubana'."""
     rs = R.make_ruleset("cubana", {})
     hands, stock = deal(rs, random.Random(1))
-    s = {"variant": "cubana", "hands": [[R.tile_str(t) for t in h] for h in hands],
-         "stock": [R.tile_str(t) for t in stock]}
+    s = {
+        "variant": "cubana",
+        "hands": [[R.tile_str(t) for t in h] for h in hands],
+        "stock": [R.tile_str(t) for t in stock],
+    }
     rc, _, err = run_replay(tmp_path, s)
     assert rc == 2 and err.startswith("move 0:")
     rc, out, _ = run_replay(tmp_path, {**s, "opener": 3})

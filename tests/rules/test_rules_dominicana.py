@@ -50,7 +50,11 @@ def test_000_first_round_highest_double_placed_for_you(tmp_path):
     assert rc == 0 and out["awaiting"] == {"seat": 3} and out["result"] is None
     rc, out, _ = run_replay(tmp_path, scen(DEAL_C, [{"tile": "6-6"}]))
     assert out["events"][0] == {
-        "type": "play", "seat": 3, "tile": "6-6", "end": None, "ends": [6, 6]
+        "type": "play",
+        "seat": 3,
+        "tile": "6-6",
+        "end": None,
+        "ends": [6, 6],
     }
     rc, out, err = run_replay(tmp_path, scen(DEAL_C, [{"tile": "5-5"}]))
     assert rc == 2 and out == "" and err.startswith("move 0:") and err.count("\n") == 1
@@ -65,8 +69,11 @@ def test_000_no_double_highest_tile_opens(tmp_path):
         ["1-3", "1-4", "1-5", "1-6", "2-3", "2-4", "5-6"],
     ]
     used = {x for h in hands for x in h}
-    stock = [R.tile_str(t) for t in R.tile_set(6) if R.tile_str(t) not in used and
-             f"{R.tile_str(t)[2]}-{R.tile_str(t)[0]}" not in used]
+    stock = [
+        R.tile_str(t)
+        for t in R.tile_set(6)
+        if R.tile_str(t) not in used and f"{R.tile_str(t)[2]}-{R.tile_str(t)[0]}" not in used
+    ]
     s = {"variant": "dominicana", "options": {"mode": "1v1"}, "hands": hands, "stock": stock}
     rc, out, _ = run_replay(tmp_path, s)
     assert rc == 0 and out["awaiting"] == {"seat": 1}
@@ -76,13 +83,9 @@ def test_000_no_double_highest_tile_opens(tmp_path):
 
 def test_000_later_rounds_winner_opens_with_any_tile(tmp_path):
     """'En las demás rondas sale el que ganó la ronda anterior, con la ficha que quiera.'"""
-    rc, out, _ = run_replay(
-        tmp_path, scen(DEAL_C, [{"tile": "2-5"}], opener=2, first_hand=False)
-    )
+    rc, out, _ = run_replay(tmp_path, scen(DEAL_C, [{"tile": "2-5"}], opener=2, first_hand=False))
     assert rc == 0 and out["events"][0]["ends"] == [2, 5]
-    rc, out, _ = run_replay(
-        tmp_path, scen(DEAL_C, [{"tile": "5-2"}], opener=2, first_hand=False)
-    )
+    rc, out, _ = run_replay(tmp_path, scen(DEAL_C, [{"tile": "5-2"}], opener=2, first_hand=False))
     assert out["events"][0]["ends"] == [5, 2]
 
 
@@ -98,7 +101,12 @@ def test_000_1v1_draw_until_one_fits_then_pass_only_when_pozo_empty():
     """'Si no tienes jugada, en 1v1 jalas del pozo hasta que te salga una. Solo pasas cuando el
     pozo está vacío.'"""
     st = position(
-        "dominicana", {"mode": "1v1"}, [["1-2", "2-6"], ["5-5"]], 0, 1, 0,
+        "dominicana",
+        {"mode": "1v1"},
+        [["1-2", "2-6"], ["5-5"]],
+        0,
+        1,
+        0,
         stock=["4-4", "3-5", "2-3", "6-5"],
     )
     st2, ev = play(st, "1-2", "right")
@@ -210,8 +218,13 @@ def test_000_lock_with_last_tile_is_domino_not_tranque():
 
 def _veinticinco(scores):
     return position(
-        "dominicana", {},
-        [["1-2", "2-3"], ["5-5", "5-6"], ["4-4", "4-5"], ["3-3", "3-4"]], 0, 1, 0, scores=scores,
+        "dominicana",
+        {},
+        [["1-2", "2-3"], ["5-5", "5-6"], ["4-4", "4-5"], ["3-3", "3-4"]],
+        0,
+        1,
+        0,
+        scores=scores,
     )
 
 
@@ -220,7 +233,10 @@ def test_000_veinticinco_three_pass_plus_25_and_play_again():
     otra vez.' / 'La ronda sigue, y tú siempre tienes jugada.'"""
     st2, ev = play(_veinticinco([0, 0]), "1-2", "right")
     assert kinds(ev) == [
-        ("play", 0), ("pass", 1), ("pass", 2), ("pass", 3),
+        ("play", 0),
+        ("pass", 1),
+        ("pass", 2),
+        ("pass", 3),
         ("bonus", "pase_corrido", 0, 25, True),
     ]
     assert st2.turn == 0 and st2.scores == (25, 0) and R.legal_actions(st2)
@@ -229,8 +245,12 @@ def test_000_veinticinco_three_pass_plus_25_and_play_again():
 def test_000_veinticinco_can_happen_twice_in_a_round():
     """'Puede pasar más de una vez en la misma ronda.'"""
     st = position(
-        "dominicana", {},
-        [["1-2", "2-3", "3-6"], ["5-5"], ["4-4"], ["1-1", "5-1"]], 0, 1, 0,
+        "dominicana",
+        {},
+        [["1-2", "2-3", "3-6"], ["5-5"], ["4-4"], ["1-1", "5-1"]],
+        0,
+        1,
+        0,
     )
     st, _ = play(st, "1-2", "right")  # ends 0, 2: seat 3 has 1s only
     assert st.scores == (25, 0)
@@ -261,7 +281,11 @@ def test_000_pase_de_salida_counted_when_partner_plays(tmp_path):
     )
     assert [e["type"] for e in out["events"]][:4] == ["play", "pass", "play", "bonus"]
     assert out["events"][3] == {
-        "type": "bonus", "kind": "pase_salida", "side": 0, "points": 25, "counted": True
+        "type": "bonus",
+        "kind": "pase_salida",
+        "side": 0,
+        "points": 25,
+        "counted": True,
     }
     assert out["awaiting"] == {"seat": 0}
 
@@ -280,7 +304,8 @@ def test_000_pase_de_salida_three_pass_is_one_pase_corrido(tmp_path):
     rc, out, _ = run_replay(tmp_path, scen(DEAL_C, [{"tile": "0-0"}], opener=0, first_hand=False))
     bonuses = [e for e in out["events"] if e["type"] == "bonus"]
     assert [(b["kind"], b["counted"]) for b in bonuses] == [
-        ("pase_salida", False), ("pase_corrido", True)
+        ("pase_salida", False),
+        ("pase_corrido", True),
     ]
     assert out["awaiting"] == {"seat": 0}
 
@@ -302,8 +327,9 @@ def test_000_pase_de_salida_not_counted_when_it_reaches_the_target(tmp_path):
     """'Si esos 25 llevan al lado del que salió a la meta o más, no cuentan.'"""
     rc, out, _ = run_replay(
         tmp_path,
-        scen(DEAL_A, [{"tile": "0-0"}, {"tile": "0-1"}], opener=0, first_hand=False,
-             scores=[80, 10]),
+        scen(
+            DEAL_A, [{"tile": "0-0"}, {"tile": "0-1"}], opener=0, first_hand=False, scores=[80, 10]
+        ),
     )
     assert out["events"][3]["kind"] == "pase_salida" and out["events"][3]["counted"] is False
 

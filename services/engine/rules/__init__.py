@@ -63,6 +63,7 @@ from services.engine.rules.model import (
     SeatView,
 )
 from services.engine.rules.tiles import parse_tile, tile, tile_set, tile_str
+from services.engine.rules.tiles import tiles_of as tiles_of_mask
 from services.engine.rules.variants import RuleSet, list_variants, make_ruleset
 
 __all__ = [
@@ -109,5 +110,6 @@ __all__ = [
     "tile",
     "tile_set",
     "tile_str",
+    "tiles_of_mask",
     "view",
 ]

@@ -631,8 +631,14 @@ def _over_state(
     log = state.log
     for e in events:
         log = (e, log)
+    live = 0
+    for m in hands:
+        live |= m
+    if state.rules.draws:
+        live |= _stock_mask(stock)
     new = replace(
         state,
+        live=live,
         hands=tuple(hands),
         stock=stock,
         left=nl,

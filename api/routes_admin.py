@@ -46,7 +46,9 @@ async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
             request.app.state.db, data.username, data.password, data.role, data.display_name
         )
     except accounts.AccountError as exc:
-        raise ServiceError(409 if exc.code == "username_taken" else 400, exc.code, exc.detail) from None
+        raise ServiceError(
+            409 if exc.code == "username_taken" else 400, exc.code, exc.detail
+        ) from None
     return me_of(user)
 
 

@@ -131,7 +131,9 @@ async def register(request: Request[Any, Any, Any], data: RegisterRequest) -> Re
             request.app.state.db, data.username, data.password, "player", data.display_name
         )
     except accounts.AccountError as exc:
-        raise ServiceError(409 if exc.code == "username_taken" else 400, exc.code, exc.detail) from None
+        raise ServiceError(
+            409 if exc.code == "username_taken" else 400, exc.code, exc.detail
+        ) from None
     response = await _signed_in(request, user)
     response.status_code = 201
     return response

@@ -1,0 +1,243 @@
+"""Read-only audit routes over the fairness log (schema `fairness`), for the gateway.
+
+Contract: services/engine/audit_contract.py. Everything here only reads: log leaves, proofs,
+checkpoints, keys, orphans; transcripts of finished hands come from the engine
+(`state.engine.transcript(deal_id)` when the runtime offers it), never for a live hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
+
+import msgspec
+from litestar import get
+from litestar.datastructures import State
+from litestar.params import Parameter
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from fairness.keys import load_operator_key
+from fairness.log_store import LogError, LogStore
+from services.common.errors import ServiceError
+from services.engine.audit_contract import (
+    MAX_LEAVES_PAGE,
+    MAX_TRANSCRIPTS_PAGE,
+    ConsistencyProof,
+    InclusionProof,
+    KeyList,
+    LeafList,
+    LeafOut,
+    OrphanList,
+    OrphanOut,
+    PublicKey,
+    SignedEnvelope,
+    TranscriptList,
+    TranscriptSummary,
+)
+
+DEAL_ID_RE = re.compile(r"^[A-Za-z0-9._/-]{1,128}$")
+MATCH_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+PLAYER_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}$")
+Size = Annotated[int, Parameter(ge=0, le=2**40)]
+# Hands still in play are not orphans: only commitments older than this are reported.
+ORPHAN_GRACE = timedelta(hours=1)
+
+
+def _store(state: State) -> LogStore:
+    store: LogStore | None = state.get("audit_store")
+    if store is None:
+        settings = state.settings
+        try:
+            key = load_operator_key(settings.operator_key_file)
+        except ValueError as exc:
+            raise ServiceError(503, "no_operator_key", str(exc)[:200]) from None
+        db: AsyncEngine = state.db
+        store = LogStore(db, key)
+        state.audit_store = store
+    return store
+
+
+def _deal(deal_id: str) -> str:
+    deal = deal_id.lstrip("/")
+    if DEAL_ID_RE.match(deal) is None:
+        raise ServiceError(400, "invalid_request", "bad deal id")
+    return deal
+
+
+def _summary(idx: int, data: bytes, closed: bool) -> TranscriptSummary:
+    record = json.loads(data)["record"]
+    deal_id = str(record.get("deal_id", ""))
+    seats = record.get("seats") or []
+    return TranscriptSummary(
+        deal_id=deal_id,
+        match_id=deal_id.rsplit("/", 1)[0] if "/" in deal_id else None,
+        table_id=record.get("table_id"),
+        variant=str(record.get("variant", "")),
+        players=[s.get("player") if isinstance(s, dict) else None for s in seats],
+        leaf_index=idx,
+        closed=closed,
+    )
+
+
+@get("/internal/audit/transcripts")
+async def list_transcripts(
+    state: State,
+    match_id: str | None = None,
+    player: str | None = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_TRANSCRIPTS_PAGE)] = 50,
+) -> TranscriptList:
+    """Finished hands (a result record follows the commitment), newest first."""
+    if match_id is not None and MATCH_ID_RE.match(match_id) is None:
+        raise ServiceError(400, "invalid_request", "bad match id")
+    if player is not None and PLAYER_RE.match(player) is None:
+        raise ServiceError(400, "invalid_request", "bad player")
+    seats_filter = json.dumps({"record": {"seats": [{"player": player}]}}) if player else None
+    db: AsyncEngine = state.db
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT c.idx, c.leaf_data FROM fairness.leaves c"
+                    " WHERE c.type = 'commitment'"
+                    "   AND EXISTS (SELECT 1 FROM fairness.leaves r WHERE r.deal_id = c.deal_id"
+                    "               AND r.type = 'result')"
+                    "   AND (CAST(:prefix AS text) IS NULL OR c.deal_id LIKE :prefix"
+                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
+                    "           = :match)"
+                    "   AND (CAST(:seats AS text) IS NULL"
+                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST(:seats AS jsonb))"
+                    " ORDER BY c.idx DESC LIMIT :limit"
+                ),
+                {
+                    "prefix": None if match_id is None else match_id.replace("%", "") + "/%",
+                    "match": match_id,
+                    "seats": seats_filter,
+                    "limit": limit,
+                },
+            )
+        ).all()
+    return TranscriptList(
+        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in rows]
+    )
+
+
+@get("/internal/audit/transcripts/{deal_id:path}")
+async def transcript(state: State, deal_id: str) -> Any:
+    """The hand's transcript (docs/fairness.md section 6), once the hand is over."""
+    deal = _deal(deal_id)
+    engine = state.get("engine")
+    source = getattr(engine, "transcript", None)
+    if source is None:
+        raise ServiceError(404, "unknown_deal", "transcripts are not published by this engine")
+    doc = await source(deal)
+    if doc is None:
+        raise ServiceError(404, "unknown_deal", "no finished hand with that deal id")
+    return msgspec.to_builtins(doc)
+
+
+@get("/internal/audit/checkpoint")
+async def latest_checkpoint(state: State) -> SignedEnvelope:
+    cp = await _store(state).latest_checkpoint()
+    if cp is None:
+        raise ServiceError(404, "no_checkpoint", "the log has no checkpoint yet")
+    return SignedEnvelope(record=cp["record"], signature=str(cp["signature"]))
+
+
+@get("/internal/audit/proofs/inclusion")
+async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> InclusionProof:
+    try:
+        size, path = await _store(state).inclusion_proof(leaf_index, tree_size)
+    except LogError as exc:
+        raise ServiceError(400, "bad_range", str(exc)[:200]) from None
+    return InclusionProof(leaf_index=leaf_index, tree_size=size, path=[p.hex() for p in path])
+
+
+@get("/internal/audit/proofs/deal/{deal_id:path}")
+async def deal_proof(state: State, deal_id: str, tree_size: Size | None = None) -> InclusionProof:
+    deal = _deal(deal_id)
+    store = _store(state)
+    try:
+        index = await store.commitment_index(deal)
+    except LogError:
+        raise ServiceError(404, "unknown_deal", "no commitment for that deal") from None
+    try:
+        size, path = await store.inclusion_proof(index, tree_size)
+    except LogError as exc:
+        raise ServiceError(400, "bad_range", str(exc)[:200]) from None
+    from fairness.merkle import leaf_hash
+
+    leaf = leaf_hash(await store.leaf(index)).hex()
+    return InclusionProof(
+        leaf_index=index, tree_size=size, path=[p.hex() for p in path], leaf_hash=leaf
+    )
+
+
+@get("/internal/audit/proofs/consistency")
+async def consistency_proof(state: State, first: Size, second: Size) -> ConsistencyProof:
+    try:
+        path = await _store(state).consistency_proof(first, second)
+    except LogError as exc:
+        raise ServiceError(400, "bad_range", str(exc)[:200]) from None
+    return ConsistencyProof(first=first, second=second, path=[p.hex() for p in path])
+
+
+@get("/internal/audit/keys")
+async def public_keys(state: State) -> KeyList:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    from fairness.commitments import load_public_key
+
+    out = []
+    for k in await _store(state).public_keys():
+        pem = (
+            load_public_key(k["public_key"])
+            .public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo)
+            .decode()
+        )
+        out.append(PublicKey(key_id=k["key_id"], public_key=k["public_key"], pem=pem))
+    return KeyList(keys=out)
+
+
+@get("/internal/audit/orphans")
+async def orphans(state: State) -> OrphanList:
+    found = await _store(state).orphans(older_than=datetime.now(UTC) - ORPHAN_GRACE)
+    return OrphanList(
+        orphans=[
+            OrphanOut(
+                deal_id=o.deal_id,
+                leaf_index=o.index,
+                created_at=o.created_at.isoformat(),
+                closing_records=o.closing_records,
+            )
+            for o in found[:1000]
+        ]
+    )
+
+
+@get("/internal/audit/leaves")
+async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
+    if end < start or end - start > MAX_LEAVES_PAGE:
+        raise ServiceError(400, "bad_range", f"0 <= end - start <= {MAX_LEAVES_PAGE}")
+    store = _store(state)
+    size, _ = await store.head()
+    rows = await store.leaves(start, min(end, size))
+    return LeafList(
+        tree_size=size,
+        leaves=[LeafOut(index=i, type=t, leaf_data=d.hex()) for i, t, d in rows],
+    )
+
+
+AUDIT_ROUTES = [
+    list_transcripts,
+    transcript,
+    latest_checkpoint,
+    inclusion_proof,
+    deal_proof,
+    consistency_proof,
+    public_keys,
+    orphans,
+    leaves,
+]

@@ -25,6 +25,7 @@ from services.engine.contract import (
     SeatSnapshot,
     SubmitAction,
 )
+from services.engine.audit import AUDIT_ROUTES
 from services.engine.ports import FairnessLog, HttpLedger, Ledger, PgFairnessLog
 from services.engine.service import Engine
 from services.engine.store import Store
@@ -119,6 +120,7 @@ def create_app(
             match_result,
             seat_view,
             seat_events,
+            *AUDIT_ROUTES,
         ],
         on_startup=[start_engine],
         on_shutdown=[stop_engine],

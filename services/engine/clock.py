@@ -39,7 +39,7 @@ class ManualClock:
 
     def __init__(self, start_ms: int = 1_800_000_000_000) -> None:
         self._now_ms = start_ms
-        self._waiters: set[asyncio.Event] = set()
+        self._waiters: dict[asyncio.Event, asyncio.AbstractEventLoop] = {}
 
     def now_ms(self) -> int:
         return self._now_ms
@@ -48,14 +48,14 @@ class ManualClock:
         if delta_ms < 0:
             raise ValueError("the clock never goes back")
         self._now_ms += delta_ms
-        for wake in list(self._waiters):
-            wake.set()
+        for wake, loop in list(self._waiters.items()):
+            loop.call_soon_threadsafe(wake.set)  # tests may drive the app from another thread
 
     async def wait(self, wake: asyncio.Event, deadline_ms: int | None) -> None:
         if deadline_ms is not None and deadline_ms <= self._now_ms:
             return
-        self._waiters.add(wake)
+        self._waiters[wake] = asyncio.get_running_loop()
         try:
             await wake.wait()
         finally:
-            self._waiters.discard(wake)
+            self._waiters.pop(wake, None)

@@ -12,6 +12,7 @@ from fairness.keys import load_operator_key
 from services.common.app import create_service_app
 from services.common.config import Settings
 from services.common.logging import get_logger
+from services.engine.audit import AUDIT_ROUTES
 from services.engine.clock import Clock, RealClock
 from services.engine.contract import (
     MAX_EVENTS_PAGE,
@@ -25,7 +26,6 @@ from services.engine.contract import (
     SeatSnapshot,
     SubmitAction,
 )
-from services.engine.audit import AUDIT_ROUTES
 from services.engine.ports import FairnessLog, HttpLedger, Ledger, PgFairnessLog
 from services.engine.service import Engine
 from services.engine.store import Store

@@ -21,6 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
+from fairness.shuffle import deal as shuffle_deal
+from fairness.transcript import TRANSCRIPT_FORMAT, Transcript
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     MAX_LEAVES_PAGE,
@@ -37,6 +39,8 @@ from services.engine.audit_contract import (
     TranscriptList,
     TranscriptSummary,
 )
+from services.engine.rules.model import HandResult
+from services.engine.rules.replay import result_json
 
 DEAL_ID_RE = re.compile(r"^[A-Za-z0-9._/-]{1,128}$")
 MATCH_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -44,6 +48,7 @@ PLAYER_RE = re.compile(r"^[A-Za-z0-9_.@:-]{1,64}$")
 Size = Annotated[int, Parameter(ge=0, le=2**40)]
 # Hands still in play are not orphans: only commitments older than this are reported.
 ORPHAN_GRACE = timedelta(hours=1)
+MAX_EVENT_PAGES = 200
 
 
 def _store(state: State) -> LogStore:
@@ -124,15 +129,103 @@ async def list_transcripts(
     )
 
 
+async def _match_events(engine: Any, match_id: str) -> list[Any]:
+    """Every event of the match as seat 0 sees it (hand_ended and hand_started are public)."""
+    out: list[Any] = []
+    after = 0
+    for _ in range(MAX_EVENT_PAGES):
+        page = await engine.events(match_id, 0, after, 0)
+        out.extend(page.events)
+        if not page.events or not page.more:
+            break
+        after = page.events[-1].seq
+    return out
+
+
+async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
+    """The transcript of a finished hand from the log (commitment, proof, checkpoint, keys) and
+    the match's public events (seeds, moves, result); the deal is recomputed from the seeds."""
+    engine = state.get("engine")
+    store = _store(state)
+    try:
+        index = await store.commitment_index(deal)
+    except LogError:
+        return None
+    commitment = json.loads(await store.leaf(index))
+    record = commitment["record"]
+    if record.get("purpose", "deal") != "deal" or engine is None or "/" not in deal:
+        return None
+    match_id = deal.rsplit("/", 1)[0]
+    try:
+        events = await _match_events(engine, match_id)
+    except ServiceError:
+        return None
+    started = next(
+        (e.data for e in events if e.kind == "hand_started" and e.data.get("deal_id") == deal), None
+    )
+    ended_at = next(
+        (
+            i
+            for i, e in enumerate(events)
+            if e.kind == "hand_ended" and e.data.get("deal_id") == deal
+        ),
+        None,
+    )
+    if started is None or ended_at is None:
+        return None  # live (or never played): nothing is published before the hand ends
+    ended = events[ended_at].data
+    earlier = [e.data for e in events[:ended_at] if e.kind == "hand_ended"]
+    raw_result = ended.get("result") or {}
+    try:
+        # The transcript carries the result as `mesa rules replay` prints it.
+        result = result_json(msgspec.convert(raw_result, HandResult))
+    except (msgspec.ValidationError, TypeError):
+        result = raw_result
+    sides = len(raw_result.get("scores") or []) or 2
+    scores = list(earlier[-1]["result"]["scores"]) if earlier else [0] * sides
+    seeds = list(ended.get("seeds") or [])
+    dealt = shuffle_deal(
+        str(ended["server_seed"]),
+        deal,
+        [str(e.get("seed", "")) for e in seeds],
+        int(record["tile_set"]),
+        int(record["hand_size"]),
+    )
+    hands, stock = dealt.as_strings()
+    proof = await store.deal_proof(deal)
+    keys = [k["public_key"] for k in await store.public_keys()]
+    doc = {
+        "format": TRANSCRIPT_FORMAT,
+        "deal_id": deal,
+        "commitment": commitment,
+        "public_keys": keys,
+        "player_seeds": seeds,
+        "server_seed": ended["server_seed"],
+        "deal": {"hands": hands, "stock": stock},
+        "opener": started.get("opener"),
+        "first_hand": not earlier,
+        "scores": scores,
+        "moves": list(ended.get("moves") or []),
+        "result": result,
+        "inclusion": {
+            "leaf_index": proof.leaf_index,
+            "tree_size": proof.tree_size,
+            "path": [p.hex() for p in proof.path],
+        },
+        "checkpoint": proof.checkpoint,
+    }
+    # Same shape as fairness.transcript.Transcript (unknown keys would be refused).
+    msgspec.convert(doc, Transcript)
+    return doc
+
+
 @get("/internal/audit/transcripts/{deal_id:path}")
 async def transcript(state: State, deal_id: str) -> Any:
     """The hand's transcript (docs/fairness.md section 6), once the hand is over."""
     deal = _deal(deal_id)
     engine = state.get("engine")
     source = getattr(engine, "transcript", None)
-    if source is None:
-        raise ServiceError(404, "unknown_deal", "transcripts are not published by this engine")
-    doc = await source(deal)
+    doc = await source(deal) if source is not None else await build_transcript(state, deal)
     if doc is None:
         raise ServiceError(404, "unknown_deal", "no finished hand with that deal id")
     return msgspec.to_builtins(doc)

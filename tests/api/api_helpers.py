@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar.testing import AsyncTestClient
-
 from api import accounts
 from services.common.db import create_engine
 
@@ -20,7 +18,7 @@ async def make_user(database_url: str, name: str, role: str = "player") -> None:
         await engine.dispose()
 
 
-async def sign_in(client: AsyncTestClient[Any], name: str, password: str = PASSWORD) -> str:
+async def sign_in(client: Any, name: str, password: str = PASSWORD) -> str:
     """Sign in with a cookie session; returns the CSRF token (also set as header default)."""
     response = await client.post("/api/auth/login", json={"username": name, "password": password})
     if response.status_code != 200:
@@ -30,7 +28,7 @@ async def sign_in(client: AsyncTestClient[Any], name: str, password: str = PASSW
     return token
 
 
-async def bearer(client: AsyncTestClient[Any], name: str) -> dict[str, str]:
+async def bearer(client: Any, name: str) -> dict[str, str]:
     response = await client.post(
         "/api/auth/tokens", json={"username": name, "password": PASSWORD, "label": "test"}
     )

@@ -1,0 +1,132 @@
+"""The real ledger, engine and matchmaking apps in-process, wired to the gateway by ASGI."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+from litestar import Litestar
+
+from api.app import create_app
+from fairness.keys import ensure_dev_key
+from services.common.http import InternalClient
+from services.engine.app import create_app as create_engine_app
+from services.engine.ports import HttpLedger
+from services.ledger.app import create_app as create_ledger_app
+from services.matchmaking.app import create_app as create_mm_app
+from services.matchmaking.config import MatchmakingConfig
+from tests.api.api_helpers import PASSWORD
+from tests.conftest import make_settings
+
+COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway"]
+
+
+class Platform:
+    def __init__(self, gateway: Litestar, settings: Any) -> None:
+        self.gateway = gateway
+        self.settings = settings
+
+    @asynccontextmanager
+    async def client(self) -> AsyncIterator[httpx.AsyncClient]:
+        # Same event loop as the services' lifespans (AsyncTestClient would use another one).
+        transport = httpx.ASGITransport(app=self.gateway, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            yield client
+
+
+@asynccontextmanager
+async def platform(database_url: str, secret: bytes, key_dir: Path) -> AsyncIterator[Platform]:
+    key_file = key_dir / "operator_key.pem"
+    ensure_dev_key(key_file)
+    settings = make_settings(database_url, secret, operator_key_file=key_file)
+    ledger_app = create_ledger_app(settings, seal_in_background=False)
+    engine_ledger = HttpLedger(settings)
+    await engine_ledger.client.aclose()
+    engine_ledger.client = InternalClient(
+        "http://ledger", settings, "engine", transport=httpx.ASGITransport(app=ledger_app)
+    )
+    engine_app = create_engine_app(settings, ledger=engine_ledger, scan=False)
+    mm_app = create_mm_app(
+        settings,
+        config=MatchmakingConfig(sweep_interval_ms=0),
+        ledger_transport=httpx.ASGITransport(app=ledger_app),
+        engine_transport=httpx.ASGITransport(app=engine_app),
+    )
+    gateway = create_app(
+        settings,
+        transports={
+            "ledger": httpx.ASGITransport(app=ledger_app),
+            "engine": httpx.ASGITransport(app=engine_app),
+            "matchmaking": httpx.ASGITransport(app=mm_app),
+        },
+    )
+    async with AsyncExitStack() as stack:
+        for app in (ledger_app, engine_app, mm_app, gateway):
+            await stack.enter_async_context(app.lifespan())
+        yield Platform(gateway, settings)
+
+
+def seed_for(name: str) -> tuple[str, str]:
+    seed = f"{name}-{secrets.token_hex(4)}"
+    return seed, hashlib.sha256(seed.encode()).hexdigest()
+
+
+async def play_turns(
+    clients: dict[str, httpx.AsyncClient], match_id: str, max_steps: int = 3000
+) -> dict[str, Any]:
+    """Drive every human seat until the match is over: seeds, choices, first legal play."""
+    seeds: dict[tuple[str, str], str] = {}
+    for _ in range(max_steps):
+        progressed = False
+        last: dict[str, Any] = {}
+        for name, client in clients.items():
+            r = await client.get(f"/api/matches/{match_id}")
+            if r.status_code != 200:
+                raise RuntimeError(f"view failed: {r.status_code} {r.text}")
+            view = r.json()
+            last = view
+            state = view["state"]
+            if state["status"] in ("finished", "void"):
+                return view
+            legal = view["legal"]
+            if not legal:
+                continue
+            first = legal[0]
+            action: dict[str, Any]
+            if first["type"] == "seed_commit":
+                seed, commitment = seed_for(name)
+                seeds[(name, str(state["deal_id"]))] = seed
+                action = {"type": "seed_commit", "commitment": commitment}
+            elif first["type"] == "seed_reveal":
+                action = {
+                    "type": "seed_reveal",
+                    "seed": seeds.get((name, str(state["deal_id"])), ""),
+                }
+            elif first["type"] == "play":
+                action = {"type": "play", "tile": first["tile"], "end": first.get("end")}
+            elif first["type"] == "choose":
+                action = {"type": "choose", "salgo": True}
+            else:
+                continue
+            a = await client.post(
+                f"/api/matches/{match_id}/actions", json={"seq": view["seq"], "action": action}
+            )
+            if a.status_code == 200:
+                progressed = True
+            elif a.status_code not in (409,):
+                raise RuntimeError(f"action refused: {a.status_code} {a.text}")
+        if not progressed:
+            import asyncio
+
+            await asyncio.sleep(0.05)
+        if last.get("state", {}).get("status") in ("finished", "void"):
+            return last
+    raise RuntimeError("match did not finish")
+
+
+__all__ = ["COMPONENTS", "PASSWORD", "Platform", "platform", "play_turns"]

@@ -9,7 +9,7 @@ Routes (all under the service credential):
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
-(deal, timeout, bot move) raises it by one and emits exactly one event. An action must carry
+(deal, timeout, bot move) raises it by one and emits one or more events with that seq. An action must carry
 the `seq` it was made against (the latest the caller saw); anything else is refused with 409
 `stale_seq` and changes nothing, so a double click or a retry never plays twice.
 

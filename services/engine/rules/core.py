@@ -41,6 +41,7 @@ from services.engine.rules.tiles import (
     DOUBLES_MASK,
     HIGH,
     LOW,
+    MAX_PIP,
     NUM_MASK,
     PIPS,
     TILE_COUNT,
@@ -55,9 +56,34 @@ from services.engine.rules.variants import RuleSet
 _PLAY_OPEN = [Play(t, NO_END) for t in range(TILE_COUNT)]
 _PLAY_LEFT = [Play(t, LEFT) for t in range(TILE_COUNT)]
 _PLAY_RIGHT = [Play(t, RIGHT) for t in range(TILE_COUNT)]
-# Memo of legal plays by (playable tiles, ends): a pure function's cache, bounded.
-_LEGAL_CACHE: dict[int, tuple[Action, ...]] = {}
-_LEGAL_CACHE_MAX = 1 << 16
+
+
+def _plays_by_subset(plays: list[Play]) -> dict[int, tuple[Action, ...]]:
+    """A constant table: every subset of the tiles holding one number (a hand ANDed with
+    `NUM_MASK[n]`) -> those tiles as plays, ascending. Built once at import, never written."""
+    table: dict[int, tuple[Action, ...]] = {0: ()}
+    for mask in NUM_MASK:
+        sub = (0 - mask) & mask  # subsets of `mask` in increasing order
+        while sub:
+            if sub not in table:
+                top = 1 << (sub.bit_length() - 1)
+                table[sub] = table[sub ^ top] + (plays[sub.bit_length() - 1],)
+            sub = (sub - mask) & mask
+    return table
+
+
+# Legal plays on one end = _FITS_LEFT[hand & NUM_MASK[left]]: pure lookups, no memo.
+_FITS_LEFT = _plays_by_subset(_PLAY_LEFT)
+_FITS_RIGHT = _plays_by_subset(_PLAY_RIGHT)
+# Tiles by opening rank, highest first (first-hand "highest double, else highest tile").
+_BY_RANK = tuple(sorted(range(TILE_COUNT), key=rank, reverse=True))
+_NUMS = MAX_PIP + 1
+# _OTHER_HALF[t * _NUMS + n]: the other half of tile t when it holds n, else -1.
+_OTHER_HALF = [
+    (HIGH[t] if LOW[t] == n else LOW[t] if HIGH[t] == n else -1)
+    for t in range(TILE_COUNT)
+    for n in range(MAX_PIP + 1)
+]
 _FULL_MASK = {p: sum(1 << t for t in tile_set(p)) for p in (6, 9)}
 
 
@@ -108,28 +134,27 @@ def start_hand(
     if len(hands) != n:
         raise InvalidDeal("bad_deal", f"{rules.variant} needs {n} hands, got {len(hands)}")
     full = _FULL_MASK[rules.max_pip]
+    size = rules.hand_size
     try:
         masks = []
-        union = 0
-        count = 0
+        dealt = 0
         for s, h in enumerate(hands):
-            if len(h) != rules.hand_size:
+            if len(h) != size:
                 raise InvalidDeal(
-                    "bad_deal", f"seat {s} has {len(h)} tiles, the variant deals {rules.hand_size}"
+                    "bad_deal", f"seat {s} has {len(h)} tiles, the variant deals {size}"
                 )
             m = 0
             for t in h:
                 m |= 1 << t
             masks.append(m)
-            union |= m
-            count += len(h)
+            dealt |= m
+        smask = 0
         for t in stock:
-            union |= 1 << t
-        count += len(stock)
+            smask |= 1 << t
     except (TypeError, ValueError):
         _explain_bad_deal(hands, stock, full)
         raise
-    if union != full or count != full.bit_count():
+    if dealt | smask != full or n * size + len(stock) != full.bit_count():
         _explain_bad_deal(hands, stock, full)
     for name, seat in (("opener", opener),):
         if seat is not None and not (type(seat) is int and 0 <= seat < n):
@@ -143,11 +168,10 @@ def start_hand(
     priority = None
     side_right = opening_side
     if first_hand and rules.first_opening == V.OPEN_HIGHEST:
-        dealt = 0
-        for m in masks:
-            dealt |= m
-        forced = max(tiles_of(dealt), key=rank)
-        holder = next(s for s in range(n) if masks[s] >> forced & 1)
+        forced = next(t for t in _BY_RANK if dealt >> t & 1)
+        holder = 0
+        while not masks[holder] >> forced & 1:
+            holder += 1
         if opener is not None and opener != holder:
             raise InvalidDeal(
                 "bad_opener", f"seat {holder} opens with {tile_str(forced)}, not seat {opener}"
@@ -178,10 +202,11 @@ def start_hand(
         raise InvalidDeal("bad_opener", "this hand needs an opener")
     if opener is not None:
         side_right = rules.side_of(opener)
+    hand_masks = tuple(masks)
     setup = HandSetup(
         first_hand=first_hand,
         scores_before=match.scores,
-        dealt=tuple(masks),
+        dealt=hand_masks,
         stock_dealt=tuple(stock),
         opening_side=side_right,
         priority=priority,
@@ -191,8 +216,8 @@ def start_hand(
     return HandState(
         rules=rules,
         setup=setup,
-        hands=tuple(masks),
-        stock=tuple(stock),
+        hands=hand_masks,
+        stock=setup.stock_dealt,
         left=-1,
         right=-1,
         turn=-1 if opener is None else opener,
@@ -201,7 +226,7 @@ def start_hand(
         last_player=-1,
         passes=0,
         plays=0,
-        live=union if rules.draws else union & ~_stock_mask(stock),
+        live=dealt | smask if rules.draws else dealt,
         scores=match.scores,
         bonuses=(),
         log=None,
@@ -246,41 +271,24 @@ def _redeal_ok(state: HandState, seat: int) -> bool:
 def legal_actions(state: HandState, seat: int | None = None) -> tuple[Action, ...]:
     """Every legal action of `seat` (default: the seat on turn). Empty if it has no choice."""
     if state.phase == PHASE_PLAY and (seat is None or seat == state.turn):
-        turn = state.turn
-        h = state.hands[turn]
-        out: list[Action] = []
         le = state.left
-        if le < 0:
-            f = state.setup.forced_open
-            if f >= 0:
-                out.append(_PLAY_OPEN[f])
-            else:
-                m = h
-                while m:
-                    low = m & -m
-                    out.append(_PLAY_OPEN[low.bit_length() - 1])
-                    m ^= low
-        else:
+        if le >= 0:
+            h = state.hands[state.turn]
             r = state.right
-            key = (h & (NUM_MASK[le] | NUM_MASK[r])) * 100 + le * 10 + r
-            cached = _LEGAL_CACHE.get(key)
-            if cached is not None:
-                return cached
-            m = h & NUM_MASK[le]
+            if r == le:  # a tile fitting both equal ends is listed once, on the left
+                return _FITS_LEFT[h & NUM_MASK[le]]
+            return _FITS_LEFT[h & NUM_MASK[le]] + _FITS_RIGHT[h & NUM_MASK[r]]
+        turn = state.turn
+        out: list[Action] = []
+        f = state.setup.forced_open
+        if f >= 0:
+            out.append(_PLAY_OPEN[f])
+        else:
+            m = state.hands[turn]
             while m:
                 low = m & -m
-                out.append(_PLAY_LEFT[low.bit_length() - 1])
+                out.append(_PLAY_OPEN[low.bit_length() - 1])
                 m ^= low
-            if r != le:
-                m = h & NUM_MASK[r]
-                while m:
-                    low = m & -m
-                    out.append(_PLAY_RIGHT[low.bit_length() - 1])
-                    m ^= low
-            if len(_LEGAL_CACHE) >= _LEGAL_CACHE_MAX:
-                _LEGAL_CACHE.clear()
-            found = _LEGAL_CACHE[key] = tuple(out)
-            return found
         if state.plays == 0 and state.rules.redeal_doubles and _redeal_ok(state, turn):
             out.append(RequestRedeal(turn))
         return tuple(out)
@@ -341,7 +349,66 @@ def apply(state: HandState, action: Action) -> tuple[HandState, tuple[Event, ...
     if type(action) is Play:
         if state.phase != PHASE_PLAY:
             raise IllegalAction("not_playing", f"no tile can be played now (phase {state.phase})")
-        return _play(state, action)
+        seat = state.turn
+        t = action.tile
+        hands = state.hands
+        h = hands[seat]
+        if type(t) is not int or t < 0 or not (h >> t) & 1:
+            raise IllegalAction("not_in_hand", f"seat {seat} does not hold that tile")
+        le = state.left
+        r = state.right
+        if le < 0:
+            end, nl, nr = _opening_ends(state, action, t)
+            return _play(state, seat, t, h ^ (1 << t), le, r, end, nl, nr)
+        end = action.end
+        if end == LEFT:
+            nl = _OTHER_HALF[t * _NUMS + le]
+            if nl < 0:
+                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")
+            nr = r
+        elif end == RIGHT:
+            nr = _OTHER_HALF[t * _NUMS + r]
+            if nr < 0:
+                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the right end {r}")
+            nl = le
+        else:
+            raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
+        h ^= 1 << t
+        # The common case, in a few lines: no pase can be due (nobody passed before this play),
+        # the hand goes on and the next seat has a fitting tile (no forced pass or draw).
+        if h and not state.passes:
+            fit = NUM_MASK[nl] | NUM_MASK[nr]
+            live = state.live ^ (1 << t)
+            rules = state.rules
+            nxt = seat + 1
+            if nxt == rules.seats:
+                nxt = 0
+            if hands[nxt] & fit and (live & fit or rules.tranque_detect != V.TRANQUE_LOCK):
+                new_hands = list(hands)
+                new_hands[seat] = h
+                pe = PlayEvent(seat, t, end, nl, nr)
+                return HandState(
+                    rules,
+                    state.setup,
+                    tuple(new_hands),
+                    state.stock,
+                    nl,
+                    nr,
+                    nxt,
+                    PHASE_PLAY,
+                    state.opener,
+                    seat,
+                    0,
+                    state.plays + 1,
+                    live,
+                    state.scores,
+                    state.bonuses,
+                    (pe, state.log),
+                    state.choices,
+                    state.first_pass_pending,
+                    None,
+                ), (pe,)
+        return _play(state, seat, t, h, le, r, end, nl, nr)
     if isinstance(action, ChooseOpener):
         return _choose(state, action)
     if isinstance(action, RequestRedeal):
@@ -386,48 +453,30 @@ def _choose(state: HandState, action: ChooseOpener) -> tuple[HandState, tuple[Ev
     return new, (ev,)
 
 
-def _play(state: HandState, action: Play) -> tuple[HandState, tuple[Event, ...]]:
+def _opening_ends(state: HandState, action: Play, t: int) -> tuple[int, int, int]:
+    """(end, left, right) after the opening tile `t`, or IllegalAction."""
+    f = state.setup.forced_open
+    if f >= 0 and t != f:
+        raise IllegalAction("forced_opening", f"the opening tile must be {tile_str(f)}")
+    if action.flip:
+        return NO_END, LOW[t], HIGH[t]
+    return NO_END, HIGH[t], LOW[t]
+
+
+def _play(
+    state: HandState,
+    seat: int,
+    t: int,
+    h: int,
+    le: int,
+    r: int,
+    end: int,
+    nl: int,
+    nr: int,
+) -> tuple[HandState, tuple[Event, ...]]:
+    """The general case of a legal play (checked by `apply`): `h` is the hand after it."""
     rules = state.rules
-    seat = state.turn
-    t = action.tile
     hands = state.hands
-    h = hands[seat]
-    if type(t) is not int or not 0 <= t < TILE_COUNT or not (h >> t) & 1:
-        raise IllegalAction("not_in_hand", f"seat {seat} does not hold that tile")
-    lo = LOW[t]
-    hi = HIGH[t]
-    le = state.left
-    r = state.right
-    if le < 0:
-        f = state.setup.forced_open
-        if f >= 0 and t != f:
-            raise IllegalAction("forced_opening", f"the opening tile must be {tile_str(f)}")
-        if action.flip:
-            nl, nr = lo, hi
-        else:
-            nl, nr = hi, lo
-        end = NO_END
-    else:
-        end = action.end
-        if end == LEFT:
-            if lo == le:
-                nl = hi
-            elif hi == le:
-                nl = lo
-            else:
-                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")
-            nr = r
-        elif end == RIGHT:
-            if lo == r:
-                nr = hi
-            elif hi == r:
-                nr = lo
-            else:
-                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the right end {r}")
-            nl = le
-        else:
-            raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
-    h ^= 1 << t
     new_hands = list(hands)
     new_hands[seat] = h
     events: list[Event] = [PlayEvent(seat, t, end, nl, nr)]

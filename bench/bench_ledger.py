@@ -1,0 +1,300 @@
+"""Ledger throughput: holds and settlements per second through the ledger service over real
+HTTP (uvicorn on loopback, httpx clients) at 8 and 32 concurrent clients, with p50/p99
+latency, against the ceiling of the same SQL driven by `pgbench` on the same server.
+
+Everything runs on this machine: an embedded PostgreSQL in a temporary folder, the ledger
+service in its own process, the clients in this one. Results: bench/results/ledger.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+
+from bench.common import percentile, write_result
+from services.common.auth import header_value
+from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
+from services.common.migrate import upgrade
+
+SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "4"))
+CONCURRENCY = (8, 32)
+PLAYERS = 64
+MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "60000"))
+SERVER_WORKERS = int(os.environ.get("BENCH_LEDGER_WORKERS", "1"))
+TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}
+
+HOLD_SQL = (
+    "\\set p random(0, 63)\n"
+    "SELECT ledger.hold(k, '\\x00'::bytea, 'bp' || :p, k, 1, 'USD', 'bench') "
+    "FROM (SELECT gen_random_uuid()::text AS k) s;\n"
+)
+SETTLE_SQL = (
+    "SELECT ledger.settle_match('settle-' || m, '\\x00'::bytea, 'bm-' || m, "
+    "ARRAY['bp' || (m % 64)], ARRAY[1], 1000) "
+    "FROM (SELECT nextval('bench.next_match') AS m) s;\n"
+)
+
+
+def server_app() -> Any:
+    """uvicorn --factory entry point: the ledger app from MESA_* settings."""
+    from services.common.config import load_settings
+    from services.common.logging import configure_logging
+    from services.ledger.app import create_app
+
+    settings = load_settings()
+    configure_logging("ledger", settings.log_format, settings.log_level)
+    return create_app(settings, pool_size=40)
+
+
+async def _setup(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE SCHEMA IF NOT EXISTS bench")
+        await conn.execute("CREATE SEQUENCE IF NOT EXISTS bench.next_match")
+        await conn.execute("GRANT USAGE ON SCHEMA bench TO mesa_app")
+        await conn.execute("GRANT USAGE, SELECT, UPDATE ON SEQUENCE bench.next_match TO mesa_app")
+        await conn.execute(
+            "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'bp' || n, 1000000000000, 'USD', "
+            "'bench') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
+        # MATCHES two-seat matches, started and waiting for their settlement; players n%64, (n+1)%64
+        step = 5000
+        for lo in range(1, MATCHES + 1, step):
+            hi = min(MATCHES, lo + step - 1)
+            await conn.execute(
+                """
+                SELECT ledger.hold('bh-' || n || '-a', '\\x00'::bytea, 'bp' || (n % 64),
+                                   'bm-' || n || '-a', 100, 'USD', 'bench'),
+                       ledger.hold('bh-' || n || '-b', '\\x00'::bytea, 'bp' || ((n + 1) % 64),
+                                   'bm-' || n || '-b', 100, 'USD', 'bench'),
+                       ledger.start_match('bs-' || n, '\\x00'::bytea, 'bm-' || n, 'bronze',
+                                          'dominicana', 'USD', ARRAY[0, 1],
+                                          ARRAY['bp' || (n % 64), 'bp' || ((n + 1) % 64)],
+                                          ARRAY['bm-' || n || '-a', 'bm-' || n || '-b'])
+                FROM generate_series($1::int, $2::int) n
+                """,
+                lo,
+                hi,
+            )
+        await conn.execute("VACUUM ANALYZE")
+    finally:
+        await conn.close()
+
+
+async def _next_match(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT nextval('bench.next_match')"))
+    finally:
+        await conn.close()
+
+
+async def _http_run(
+    base: str, secret: bytes, kind: str, clients: int, counter: list[int]
+) -> dict[str, Any]:
+    auth = header_value(secret, "bench", ttl_s=600)
+    latencies: list[float] = []
+    errors: list[str] = []
+    stop_at = time.perf_counter() + SECONDS
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as http:
+        # warm up the connections
+        await asyncio.gather(*(http.get("/health") for _ in range(clients)))
+
+        async def one(c: int) -> None:
+            i = 0
+            while time.perf_counter() < stop_at:
+                i += 1
+                if kind == "hold":
+                    k = f"h-{clients}-{c}-{i}-{secrets.token_hex(4)}"
+                    path = "/v1/holds"
+                    body = {
+                        "idempotency_key": k,
+                        "player": f"bp{(c * 7 + i) % PLAYERS}",
+                        "reservation_id": k,
+                        "amount": 1,
+                        "table_id": "bench",
+                    }
+                else:
+                    counter[0] += 1
+                    m = counter[0]
+                    if m > MATCHES:
+                        return
+                    path = "/v1/matches/settle"
+                    body = {
+                        "idempotency_key": f"settle-{m}",
+                        "match_id": f"bm-{m}",
+                        "winners": [{"player": f"bp{m % 64}"}],
+                    }
+                started = time.perf_counter()
+                response = await http.post(path, json=body, headers={"Authorization": auth})
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 200:
+                    errors.append(f"{response.status_code} {response.text[:200]}")
+
+        began = time.perf_counter()
+        await asyncio.gather(*(one(c) for c in range(clients)))
+        elapsed = time.perf_counter() - began
+    latencies.sort()
+    return {
+        "clients": clients,
+        "operations": len(latencies),
+        "per_s": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(percentile(latencies, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
+        "errors": len(errors),
+        "first_error": errors[0] if errors else None,
+    }
+
+
+def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+        path = f.name
+    os.chmod(path, 0o644)
+    env = {**os.environ, "PGOPTIONS": "-c role=mesa_app"}
+    cmd = [
+        str(bin_dir() / "pgbench"),
+        "-h", server.host, "-p", str(server.port), "-U", "postgres",
+        "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 4)),
+        "-T", str(max(1, int(SECONDS))), "-f", path, dbname,
+    ]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    os.unlink(path)
+    tps = re.search(r"tps = ([0-9.]+)", out.stdout)
+    lat = re.search(r"latency average = ([0-9.]+) ms", out.stdout)
+    failed = re.search(r"number of failed transactions: (\d+)", out.stdout)
+    return {
+        "clients": clients,
+        "per_s": float(tps.group(1)) if tps else 0.0,
+        "latency_avg_ms": float(lat.group(1)) if lat else None,
+        "failed": int(failed.group(1)) if failed else None,
+        "error": None if out.returncode == 0 else out.stderr.strip()[-300:],
+    }
+
+
+def main() -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-ledger-"))
+    server = EmbeddedPostgres(tmp / "pg", free_port())
+    service: subprocess.Popen[bytes] | None = None
+    try:
+        server.start()
+        server.create_database("bench")
+        url = server.url("bench")
+        upgrade(url, ["ledger"])
+        t0 = time.perf_counter()
+        asyncio.run(_setup(url))
+        setup_s = time.perf_counter() - t0
+
+        secret = secrets.token_bytes(32)
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")} | {
+            "MESA_DATABASE_URL": url,
+            "MESA_INTERNAL_SECRET": secret.hex(),
+            "MESA_LOG_LEVEL": "warning",
+            "MESA_ENV": "test",
+            "MESA_VAR_DIR": str(tmp / "var"),
+        }
+        service = subprocess.Popen(
+            [
+                sys.executable, "-m", "uvicorn", "bench.bench_ledger:server_app", "--factory",
+                "--host", "127.0.0.1", "--port", str(port), "--workers", str(SERVER_WORKERS),
+                "--no-access-log", "--log-level", "warning", "--loop", "uvloop",
+                "--http", "httptools",
+            ],
+            env=env,
+            cwd=str(Path(__file__).resolve().parents[1]),
+        )  # fmt: skip
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(base + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        else:
+            raise RuntimeError("ledger service did not start")
+
+        results: dict[str, Any] = {
+            "setup_seconds": round(setup_s, 1),
+            "server_workers": SERVER_WORKERS,
+        }
+        counter = [0]
+        for kind in ("hold", "settle"):
+            for clients in CONCURRENCY:
+                if kind == "settle":
+                    counter[0] = asyncio.run(_next_match(url))
+                http_res = asyncio.run(_http_run(base, secret, kind, clients, counter))
+                if kind == "settle":
+                    # advance the shared sequence past what the HTTP run settled
+                    asyncio.run(_bump(url, counter[0]))
+                pgb = _pgbench(server, "bench", HOLD_SQL if kind == "hold" else SETTLE_SQL, clients)
+                ratio = http_res["per_s"] / pgb["per_s"] if pgb["per_s"] else 0.0
+                results[f"{kind}_{clients}"] = {
+                    "service": http_res,
+                    "pgbench": pgb,
+                    "ratio_to_pgbench": round(ratio, 3),
+                }
+                print(
+                    f"{kind:6} clients={clients:2}: service {http_res['per_s']:8.1f}/s "
+                    f"p50 {http_res['p50_ms']:.2f} ms p99 {http_res['p99_ms']:.2f} ms "
+                    f"errors {http_res['errors']} | pgbench {pgb['per_s']:8.1f}/s | "
+                    f"ratio {ratio:.2f}",
+                    flush=True,
+                )
+        results["targets"] = TARGETS
+        results["meets"] = {
+            "holds_per_s": max(results[f"hold_{c}"]["service"]["per_s"] for c in CONCURRENCY)
+            >= TARGETS["holds_per_s"],
+            "settlements_per_s": max(
+                results[f"settle_{c}"]["service"]["per_s"] for c in CONCURRENCY
+            )
+            >= TARGETS["settlements_per_s"],
+            "ratio": min(
+                results[f"{k}_{c}"]["ratio_to_pgbench"]
+                for k in ("hold", "settle")
+                for c in CONCURRENCY
+            )
+            >= TARGETS["ratio"],
+            "p99_at_8": max(results[f"{k}_8"]["service"]["p99_ms"] for k in ("hold", "settle"))
+            < TARGETS["p99_ms_at_8"],
+        }
+        results["cpus"] = os.cpu_count()
+        write_result("ledger", results)
+        return results
+    finally:
+        if service is not None:
+            service.terminate()
+            try:
+                service.wait(10)
+            except subprocess.TimeoutExpired:
+                service.kill()
+        server.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _bump(url: str, value: int) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("SELECT setval('bench.next_match', $1)", value)
+    finally:
+        await conn.close()
+
+
+if __name__ == "__main__":
+    main()

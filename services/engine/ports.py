@@ -72,20 +72,21 @@ class HttpLedger:
             match_id=match_id,
             winners=[WinnerShare(player=p) for p in winners],
         )
-        await self._post("/v1/matches/settle", body)
+        await self._post("/v1/matches/settle", body, done_code="match_already_settled")
 
     async def void(self, match_id: str, reason: str) -> None:
         body = VoidMatchRequest(
             idempotency_key=f"engine-void-{match_id}", match_id=match_id, reason=reason[:200]
         )
-        await self._post("/v1/matches/void", body)
+        await self._post("/v1/matches/void", body, done_code="match_already_voided")
 
-    async def _post(self, path: str, body: Any) -> None:
+    async def _post(self, path: str, body: Any, done_code: str) -> None:
+        """A retry with the same key returns the first result; a pot already closed the
+        same way (settled for a settlement, voided for a void) is acknowledged too."""
         try:
             await self.client.post(path, body, dict)
         except RemoteError as exc:
-            # the pot is already closed the same way: acknowledged
-            if exc.code in ("idempotency_key_reused", "already_settled", "already_voided"):
+            if exc.code == done_code:
                 return
             raise
 

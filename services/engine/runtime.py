@@ -459,6 +459,7 @@ class Match:
     def _open(self, rec: dict[str, Any], at: int) -> None:
         purpose = str(rec["purpose"])
         opened = OpenDeal(str(rec["deal_id"]), bytes.fromhex(rec["seed"]), rec["env"])
+        self.outbox.append(rec["env"])
         self.deal_count += 1
         active = tuple(self.humans())
         rnd = Round(
@@ -889,12 +890,20 @@ def action_public(a: R.Action) -> dict[str, Any]:
 
 
 def restore(
-    spec: CreateMatch, key: OperatorKey, created_ms: int, records: list[dict[str, Any]]
+    spec: CreateMatch,
+    key: OperatorKey,
+    created_ms: int,
+    records: list[dict[str, Any]],
+    *,
+    keep_outbox: bool = False,
 ) -> Match:
+    """Rebuild a match from its log. With `keep_outbox` the fairness records it implies are
+    kept for re-sending (signatures are deterministic, so they are the same records)."""
     m = Match.create(spec, key, created_ms)
     for rec in records:
         m.apply(rec)
-    m.outbox.clear()  # logged when first applied
+    if not keep_outbox:
+        m.outbox.clear()
     return m
 
 

@@ -45,7 +45,6 @@ MAX_LIVE_MATCHES = 20_000
 SCAN_INTERVAL_MS = 1_000
 SETTLE_BACKOFF_MIN_MS = 200
 SETTLE_BACKOFF_MAX_MS = 10_000
-REPUBLISH_LAST_RECORDS = 8  # fairness records of the last entries are re-sent after restore
 
 _PURPOSE_CODES = {"deal": "d", "cuban_draw": "draw", "pares_o_nones": "pares"}
 
@@ -149,6 +148,8 @@ class MatchActor:
         m = self.match
         if m.outbox:
             await self._flush_outbox()
+            if m.outbox:
+                return  # no deadline runs past a commitment that is not yet logged
         for _ in range(MAX_AUTO_STEPS):
             now = self.engine.clock.now_ms()
             rec = m.due_step(now)
@@ -185,8 +186,10 @@ class MatchActor:
             now=_time(now),
             purpose=purpose,
         )
-        # the signed commitment is in the log before any seat can see it or send a seed
-        await self.engine.fairness.append(opened.commitment)
+        # The seed is in the match log first; applying the record queues the signed
+        # commitment, which `persist` appends to the transparency log before any seat can
+        # send a seed (submit and deadlines wait for the outbox). A crash in between
+        # re-offers the same commitment at restore, never a different one.
         await self.persist(
             {
                 "k": "open",
@@ -318,14 +321,10 @@ class Engine:
             doc, records, closed = loaded
             spec = msgspec.convert(doc["spec"], CreateMatch)
             try:
-                match = restore(
-                    spec,
-                    self.key,
-                    int(doc["created_ms"]),
-                    records[: -REPUBLISH_LAST_RECORDS or None],
-                )
-                for rec in records[len(records) - min(len(records), REPUBLISH_LAST_RECORDS) :]:
-                    match.apply(rec)
+                # Every fairness record the match's log implies is offered to the log again:
+                # the append is idempotent, so a crash between the match log write and the
+                # fairness append can never leave a commitment without its result or void.
+                match = restore(spec, self.key, int(doc["created_ms"]), records, keep_outbox=True)
             except Exception:
                 log.exception("restore_failed", match_id=match_id)
                 match = restore(spec, self.key, int(doc["created_ms"]), [])
@@ -383,6 +382,11 @@ class Engine:
 
         async def run() -> ActionAccepted:
             m = actor.match
+            if m.outbox:
+                await actor._flush_outbox()
+                if m.outbox:
+                    # A seed must never be taken before the deal's commitment is in the log.
+                    raise ServiceError(503, "log_unavailable", "transparency log unavailable")
             rec = m.check_submit(body.seat, body.seq, body.action, body.player_id)
             if rec["k"] == "claim":
                 m.check_claim_time(body.seat, self.clock.now_ms())

@@ -19,6 +19,7 @@ from fairness.flow import open_deal
 from fairness.keys import OperatorKey
 from services.common.errors import ServiceError, conflict, not_found
 from services.common.logging import get_logger
+from services.common.metrics import ACTIONS, LIVE_MATCHES, SETTLEMENT_FAILURES, SETTLEMENT_RETRIES
 from services.engine.clock import Clock
 from services.engine.contract import (
     MAX_EVENTS_PAGE,
@@ -43,6 +44,8 @@ INBOX_SIZE = 256
 MAX_AUTO_STEPS = 500  # engine steps in a row before the actor looks at its inbox again
 MAX_LIVE_MATCHES = 20_000
 SCAN_INTERVAL_MS = 1_000
+# A finished match stays in memory this long for late readers, then only in PostgreSQL.
+EVICT_AFTER_MS = 60_000
 SETTLE_BACKOFF_MIN_MS = 200
 SETTLE_BACKOFF_MAX_MS = 10_000
 
@@ -65,6 +68,7 @@ class MatchActor:
         self.task: asyncio.Task[None] | None = None
         self.settle_task: asyncio.Task[None] | None = None
         self.closed = False
+        self.closed_at_ms: int | None = None
         self.failed = False
 
     def start(self) -> None:
@@ -169,6 +173,7 @@ class MatchActor:
                 return
             await self.engine.store.close_match(m.spec.match_id, m.status)
             self.closed = True
+            self.closed_at_ms = self.engine.clock.now_ms()
 
     async def _open(self, purpose: str, now: int) -> None:
         m = self.match
@@ -213,6 +218,8 @@ class MatchActor:
                     await self.engine.ledger.settle(m.spec.match_id, result.winners)
                 break
             except Exception as exc:
+                SETTLEMENT_FAILURES.inc()
+                SETTLEMENT_RETRIES.inc()
                 log.warning("settlement_retry", match_id=m.spec.match_id, error=str(exc)[:200])
                 await asyncio.sleep(delay_ms / 1000)
                 delay_ms = min(SETTLE_BACKOFF_MAX_MS, delay_ms * 2)
@@ -274,8 +281,23 @@ class Engine:
                     self.actors.clear()
                     return
                 await self.scan_once()
+                await self.evict_finished()
             except Exception:
                 log.exception("scan_failed")
+
+    async def evict_finished(self) -> int:
+        """Drop finished matches from memory and release their locks (bounded memory)."""
+        now = self.clock.now_ms()
+        evicted = 0
+        for mid, actor in list(self.actors.items()):
+            if actor.closed_at_ms is not None and now - actor.closed_at_ms >= EVICT_AFTER_MS:
+                await actor.stop()
+                self.actors.pop(mid, None)
+                self._loading.pop(mid, None)
+                await self.store.unlock(mid)
+                evicted += 1
+        LIVE_MATCHES.set(len(self.actors))
+        return evicted
 
     async def scan_once(self) -> None:
         """Take over every live match no process holds (after a crash or at start)."""
@@ -347,6 +369,7 @@ class Engine:
             actor = MatchActor(self, match)
             actor.closed = closed
             self.actors[match_id] = actor
+            LIVE_MATCHES.set(len(self.actors))
             actor.start()
             return actor
 
@@ -391,6 +414,7 @@ class Engine:
             if rec["k"] == "claim":
                 m.check_claim_time(body.seat, self.clock.now_ms())
             await actor.persist(rec)
+            ACTIONS.inc()
             await actor._steps()
             return ActionAccepted(match_id=match_id, seq=m.seq)
 

@@ -270,3 +270,32 @@ async def test_engine_long_poll_events(harness_factory: Any, internal_secret: by
         ).json()
         assert 0.25 < time.monotonic() - started < 10
         assert page["events"] and page["events"][0]["seq"] == st["seq"] + 1
+
+
+async def test_engine_evicts_finished_matches_and_reloads_them_on_demand(
+    harness_factory: Any, internal_secret: bytes
+) -> None:
+    """Memory is bounded: a finished match leaves memory after EVICT_AFTER_MS, and a late
+    reader still gets its final state from PostgreSQL."""
+    from services.engine.service import EVICT_AFTER_MS
+
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        c = hz.client
+        await c.post("/internal/matches", json=spec("evict1", "casa", {}, 4), headers=h)
+        for seat in range(4):
+            st = await _state(c, "evict1", h)
+            r = await c.post(
+                "/internal/matches/evict1/actions",
+                json={"seat": seat, "seq": st["seq"], "action": {"type": "leave"}},
+                headers=h,
+            )
+            assert r.status_code == 200, r.text
+        final = await _state(c, "evict1", h)
+        assert final["status"] == "void"
+        assert await hz.engine.evict_finished() == 0
+        hz.clock.advance(EVICT_AFTER_MS)
+        assert await hz.engine.evict_finished() == 1
+        assert "evict1" not in hz.engine.actors
+        reloaded = await _state(c, "evict1", h)
+        assert (reloaded["status"], reloaded["seq"]) == (final["status"], final["seq"])

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.keys import OperatorKey
 from fairness.log_store import LogError, LogStore
 from services.common.config import Settings
 from services.common.http import InternalClient, RemoteError
+from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
 from services.ledger.contract import SettleMatchRequest, VoidMatchRequest, WinnerShare
 
 CHECKPOINT_INTERVAL_S = 10.0
+# A hand still in play has a commitment without a result; only older ones are orphans.
+ORPHAN_AGE = timedelta(hours=6)
+ORPHAN_SCAN_INTERVAL_S = 60.0
 
 
 class FairnessLog(Protocol):
@@ -33,6 +40,7 @@ class Ledger(Protocol):
 class PgFairnessLog:
     def __init__(self, engine: AsyncEngine, key: OperatorKey) -> None:
         self.store = LogStore(engine, key)
+        self._orphans_checked_at = float("-inf")
 
     async def start(self) -> None:
         await self.store.register_key()
@@ -46,6 +54,29 @@ class PgFairnessLog:
 
     async def checkpoint(self) -> None:
         await self.store.checkpoint_if_due(min_interval_s=CHECKPOINT_INTERVAL_S)
+        await self._observe()
+
+    async def _observe(self) -> None:
+        """Export the log's health: age of the newest checkpoint while the log has grown past
+        it, and commitments older than ORPHAN_AGE without their closing record."""
+        now = time.monotonic()
+        async with self.store.engine.connect() as conn:
+            age = (
+                await conn.execute(
+                    text(
+                        "SELECT CASE WHEN h.tree_size > coalesce(max(c.tree_size), 0)"
+                        " THEN extract(epoch FROM now() - coalesce(max(c.signed_at), now()))"
+                        " ELSE 0 END"
+                        " FROM fairness.head h LEFT JOIN fairness.checkpoints c ON true"
+                        " WHERE h.id = 1 GROUP BY h.tree_size"
+                    )
+                )
+            ).scalar_one_or_none()
+        CHECKPOINT_AGE_SECONDS.set(float(age or 0))
+        if now - self._orphans_checked_at >= ORPHAN_SCAN_INTERVAL_S:
+            self._orphans_checked_at = now
+            cutoff = datetime.now(UTC) - ORPHAN_AGE
+            ORPHAN_COMMITMENTS.set(len(await self.store.orphans(older_than=cutoff)))
 
 
 class MemoryFairnessLog:

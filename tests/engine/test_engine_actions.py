@@ -299,3 +299,25 @@ async def test_engine_evicts_finished_matches_and_reloads_them_on_demand(
         assert "evict1" not in hz.engine.actors
         reloaded = await _state(c, "evict1", h)
         assert (reloaded["status"], reloaded["seq"]) == (final["status"], final["seq"])
+
+
+async def test_engine_exports_log_health_metrics(
+    harness_factory: Any, internal_secret: bytes, engine_db: str, key_file: Any
+) -> None:
+    """Checkpoint age and orphaned commitments are measured from the real log tables."""
+    from fairness.keys import load_operator_key
+    from services.common.db import create_engine
+    from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
+    from services.engine.ports import PgFairnessLog
+
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        await hz.client.post("/internal/matches", json=spec("metrics1", "casa", {}, 4), headers=h)
+    db = create_engine(engine_db)
+    try:
+        log = PgFairnessLog(db, load_operator_key(key_file, env={}))
+        await log.checkpoint()
+    finally:
+        await db.dispose()
+    assert CHECKPOINT_AGE_SECONDS._value.get() >= 0
+    assert ORPHAN_COMMITMENTS._value.get() == 0

@@ -232,8 +232,8 @@ async def join_by_code(request: Request[Any, Any, Any], data: CodeRequest) -> Ta
     user = await accounts.get_user(request.app.state.db, session.user.id)
     if user is None:
         raise ServiceError(401, "unauthorized", "sign in first")
-    # The tier is only known to matchmaking; a player who may not pay is refused any code
-    # unless it turns out to be a free table (checked after the seat is taken, then left).
+    # The tier of a private table is only known to matchmaking: a locked or self-excluded
+    # player is refused every invite code (free play stays open through quick join and CPUs).
     body = JoinByCode(
         idempotency_key=_key(data.idempotency_key),
         player_id=session.user.id,

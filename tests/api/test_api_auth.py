@@ -208,3 +208,18 @@ async def test_api_security_headers_page_and_no_internal_routes(app):
         assert "access-control-allow-origin" not in pre.headers
         schema = await client.get("/schema/openapi.json")
         assert schema.status_code == 200 and "/api/auth/login" in schema.json()["paths"]
+
+
+def test_api_table_socket_refuses_strangers_and_other_origins(app):
+    from litestar.exceptions import WebSocketDisconnect
+    from litestar.testing import TestClient
+
+    with TestClient(app) as client:
+        for headers in ({}, {"Origin": "https://evil.example"}):
+            with client.websocket_connect("/api/matches/m-1/ws", headers=headers) as ws:
+                try:
+                    ws.receive_text()
+                except WebSocketDisconnect as exc:
+                    assert exc.code == 1008
+                else:
+                    raise AssertionError("the socket should have been closed")

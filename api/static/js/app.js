@@ -101,6 +101,7 @@ function pollLobby() {
 function openTable(matchId) {
   for (const s of document.querySelectorAll(".screen")) s.hidden = s.id !== "screen-table";
   location.hash = `table/${matchId}`;
+  flash("");
   if (table) table.close();
   table = new Table(matchId, me, () => {});
 }

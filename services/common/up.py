@@ -188,6 +188,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mesa up", description="run the whole platform")
     parser.add_argument("--engines", type=int, default=1, help="engine replicas (default 1)")
     parser.add_argument("--gateways", type=int, default=1, help="gateway replicas (default 1)")
+    parser.add_argument(
+        "--demo", action="store_true", help="create demo players with play money, print sign-in"
+    )
     args = parser.parse_args(argv)
     if not 1 <= args.engines <= 16 or not 1 <= args.gateways <= 16:
         _say("--engines and --gateways must be between 1 and 16")
@@ -258,6 +261,16 @@ def main(argv: list[str]) -> int:
             for c in children:
                 _say(f"{c.name:<12} {urls[c.name]}")
             _say(f"web page: {urls[children[-1].name if args.gateways == 1 else 'gateway-0']}/")
+            if args.demo:
+                import asyncio
+
+                import msgspec
+
+                from services.common.demo import create_demo_players
+
+                asyncio.run(
+                    create_demo_players(msgspec.structs.replace(settings, internal_secret=secret))
+                )
             _say("ready; Ctrl-C stops everything")
             supervisor.watch()
     except EmbeddedPostgresError as exc:

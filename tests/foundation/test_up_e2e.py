@@ -35,9 +35,9 @@ def _env(var_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _start(env: dict[str, str], log_path: Path) -> subprocess.Popen[str]:
+def _start(env: dict[str, str], log_path: Path, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "up"],
+        [sys.executable, "-m", "services.cli", "up", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=open(log_path, "w"),
@@ -60,7 +60,7 @@ def running_platform(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("var")
     env = _env(var_dir, MESA_LOG_FORMAT="json", MESA_LOG_LEVEL="debug")
     log_path = var_dir / "up-stderr.log"
-    proc = _start(env, log_path)
+    proc = _start(env, log_path, "--demo")
     try:
         lines = _wait_ready(proc)
         yield proc, env, lines, log_path
@@ -84,6 +84,27 @@ def test_up_serves_four_health_endpoints(running_platform):
         response = httpx.get(f"{url}/health", timeout=5)
         assert response.status_code == 200
         assert response.json() == {"service": name, "version": "0.1.0", "database": "ok"}
+
+
+def test_demo_accounts_are_printed_and_can_sign_in(running_platform):
+    _, env, lines, _ = running_platform
+    text = "\n".join(lines)
+    assert "players ana, beto, cris, dani" in text
+    assert "password 'mesa-demo'" in text
+    gateway = f"http://127.0.0.1:{env['MESA_GATEWAY_PORT']}"
+    token = httpx.post(
+        f"{gateway}/api/auth/tokens",
+        json={"username": "ana", "password": "mesa-demo", "label": "e2e"},
+        timeout=10,
+    )
+    assert token.status_code == 201, token.text
+    wallet = httpx.get(
+        f"{gateway}/api/me/wallet",
+        headers={"Authorization": f"Bearer {token.json()['token']}"},
+        timeout=10,
+    )
+    assert wallet.status_code == 200, wallet.text
+    assert "10000" in wallet.text
 
 
 def test_internal_services_refuse_calls_without_credential(running_platform):

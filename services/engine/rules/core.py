@@ -84,6 +84,19 @@ _OTHER_HALF = [
     for t in range(TILE_COUNT)
     for n in range(MAX_PIP + 1)
 ]
+_PIPS_OF_BIT = {1 << t: PIPS[t] for t in range(TILE_COUNT)}
+# Side of each seat, by (pairs, seats): `RuleSet.side_of` as a table.
+_SIDES = {
+    (pairs, n): tuple(s % 2 if pairs else s for s in range(n))
+    for pairs in (False, True)
+    for n in range(1, 5)
+}
+
+
+def _sides(rules: RuleSet) -> tuple[int, ...]:
+    return _SIDES[rules.pairs, rules.seats]
+
+
 _FULL_MASK = {p: sum(1 << t for t in tile_set(p)) for p in (6, 9)}
 
 
@@ -203,36 +216,37 @@ def start_hand(
     if opener is not None:
         side_right = rules.side_of(opener)
     hand_masks = tuple(masks)
+    # Positional: msgspec's keyword __init__ costs more than the rest of start_hand.
     setup = HandSetup(
-        first_hand=first_hand,
-        scores_before=match.scores,
-        dealt=hand_masks,
-        stock_dealt=tuple(stock),
-        opening_side=side_right,
-        priority=priority,
-        forced_open=forced,
-        first_pass_pending=match.first_pass_pending and first_hand,
+        first_hand,  # first_hand
+        match.scores,  # scores_before
+        hand_masks,  # dealt
+        tuple(stock),  # stock_dealt
+        side_right,  # opening_side
+        priority,  # priority
+        forced,  # forced_open
+        match.first_pass_pending and first_hand,  # first_pass_pending
     )
     return HandState(
-        rules=rules,
-        setup=setup,
-        hands=hand_masks,
-        stock=setup.stock_dealt,
-        left=-1,
-        right=-1,
-        turn=-1 if opener is None else opener,
-        phase=phase,
-        opener=-1 if opener is None else opener,
-        last_player=-1,
-        passes=0,
-        plays=0,
-        live=dealt | smask if rules.draws else dealt,
-        scores=match.scores,
-        bonuses=(),
-        log=None,
-        choices=(),
-        first_pass_pending=setup.first_pass_pending,
-        result=None,
+        rules,  # rules
+        setup,  # setup
+        hand_masks,  # hands
+        setup.stock_dealt,  # stock
+        -1,  # left
+        -1,  # right
+        -1 if opener is None else opener,  # turn
+        phase,  # phase
+        -1 if opener is None else opener,  # opener
+        -1,  # last_player
+        0,  # passes
+        0,  # plays
+        dealt | smask if rules.draws else dealt,  # live
+        match.scores,  # scores
+        (),  # bonuses
+        None,  # log
+        (),  # choices
+        setup.first_pass_pending,  # first_pass_pending
+        None,  # result
     )
 
 
@@ -374,9 +388,9 @@ def apply(state: HandState, action: Action) -> tuple[HandState, tuple[Event, ...
         else:
             raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
         h ^= 1 << t
-        # The common case, in a few lines: no pase can be due (nobody passed before this play),
-        # the hand goes on and the next seat has a fitting tile (no forced pass or draw).
-        if h and not state.passes:
+        # The common case, in a few lines: the hand goes on, no pase is due and the next seat
+        # has a fitting tile (no forced pass or draw, no bonus).
+        if h and (not state.passes or _pase_due(state, seat) is None):
             fit = NUM_MASK[nl] | NUM_MASK[nr]
             live = state.live ^ (1 << t)
             rules = state.rules
@@ -463,6 +477,25 @@ def _opening_ends(state: HandState, action: Play, t: int) -> tuple[int, int, int
     return NO_END, HIGH[t], LOW[t]
 
 
+def _pase_due(state: HandState, seat: int) -> tuple[str, int, int] | None:
+    """The pase (kind, side, points) that `seat` playing now earns after `state.passes`
+    passes, or None. A pase worth 0 points (casa with `pase_corrido_bonus` 0) is none."""
+    rules = state.rules
+    style = rules.pase_style
+    pb = state.passes
+    if style == "none" or not pb:
+        return None
+    if style == "dominicana":
+        if state.plays == 1 and pb == 1 and rules.pase_salida_points:
+            return ("pase_salida", rules.side_of(state.opener), rules.pase_salida_points)
+    elif style == "casa":
+        if pb == rules.seats - 1 and rules.pase_corrido_points:
+            return ("pase_corrido", rules.side_of(seat), rules.pase_corrido_points)
+    elif pb == 1 and rules.seats > 2 and rules.pase_points:
+        return ("pase", rules.side_of(state.last_player), rules.pase_points)
+    return None
+
+
 def _play(
     state: HandState,
     seat: int,
@@ -485,18 +518,8 @@ def _play(
     bonuses = state.bonuses
 
     # A pase earned by this play (paid after the hand's own points if the play ends the hand).
-    pase: tuple[str, int, int] | None = None
+    pase = _pase_due(state, seat) if state.passes else None
     style = rules.pase_style
-    if style != "none":
-        pb = state.passes
-        if style == "dominicana":
-            if state.plays == 1 and pb == 1:
-                pase = ("pase_salida", rules.side_of(state.opener), rules.pase_salida_points)
-        elif style == "casa":
-            if pb == rules.seats - 1 and pb > 0:
-                pase = ("pase_corrido", rules.side_of(seat), rules.pase_corrido_points)
-        elif pb == 1 and rules.seats > 2:
-            pase = ("pase", rules.side_of(state.last_player), rules.pase_points)
 
     if h == 0:
         return _end_hand(
@@ -607,29 +630,30 @@ def _play(
             return _end_hand(
                 st, new_hands, stock, nl, nr, events, plays, seat, "tranque", None, None
             )
-    if len(events) == 1:
-        log = (events[0], state.log)
-    else:
-        log = state.log
-        for e in events:
-            log = (e, log)
-    new = replace(
-        state,
-        live=live,
-        hands=tuple(new_hands),
-        stock=stock,
-        left=nl,
-        right=nr,
-        turn=turn,
-        last_player=seat,
-        passes=passes,
-        plays=plays,
-        scores=scores,
-        bonuses=bonuses,
-        log=log,
-        first_pass_pending=first_pass_pending,
-    )
-    return new, tuple(events)
+    log = state.log
+    for e in events:
+        log = (e, log)
+    return HandState(
+        rules,  # rules
+        state.setup,  # setup
+        tuple(new_hands),  # hands
+        stock,  # stock
+        nl,  # left
+        nr,  # right
+        turn,  # turn
+        PHASE_PLAY,  # phase
+        state.opener,  # opener
+        seat,  # last_player
+        passes,  # passes
+        plays,  # plays
+        live,  # live
+        scores,  # scores
+        bonuses,  # bonuses
+        log,  # log
+        state.choices,  # choices
+        first_pass_pending,  # first_pass_pending
+        None,  # result
+    ), tuple(events)
 
 
 def _counted(rules: RuleSet, kind: str, side: int, points: int, score: int) -> bool:
@@ -752,15 +776,21 @@ def _end_hand(
     last: tuple[int, int, int] | None,
 ) -> tuple[HandState, tuple[Event, ...]]:
     rules = state.rules
-    side_of = rules.side_of
     opener = state.opener
-    pips = [mask_pips(m) for m in hands]
+    pips = []
+    for m in hands:
+        p = 0
+        while m:
+            low = m & -m
+            p += _PIPS_OF_BIT[low]
+            m ^= low
+        pips.append(p)
     winner_seat: int | None
     winner_side: int | None
     blocker = None
     if end == "domino":
         winner_seat = seat
-        winner_side = side_of(seat)
+        winner_side = rules.side_of(seat)
         collect = rules.domino_collect
     else:
         blocker = seat
@@ -771,7 +801,9 @@ def _end_hand(
         if collect == V.COLLECT_ALL:
             points = sum(pips)
         else:
-            points = sum(p for s, p in enumerate(pips) if side_of(s) != winner_side)
+            for p, sd in zip(pips, _sides(rules), strict=True):
+                if sd != winner_side:
+                    points += p
     scores = list(state.scores)
     bonuses = state.bonuses
     match_winner: int | None = None
@@ -791,7 +823,7 @@ def _end_hand(
         if capicua and rules.capicua != "none":
             value = points if rules.capicua == "double" else rules.capicua_points
             sc, bonuses, _ = _award(
-                replace(rules, bonuses_win=False),
+                rules,
                 tuple(scores),
                 bonuses,
                 events,
@@ -806,7 +838,7 @@ def _end_hand(
                 match_winner = winner_side
     if end == "tranque" and winner_side is not None and rules.tranque_bonus:
         sc, bonuses, _ = _award(
-            replace(rules, bonuses_win=False),
+            rules,
             tuple(scores),
             bonuses,
             events,
@@ -816,9 +848,7 @@ def _end_hand(
         )
         scores = list(sc)
     if pase is not None:
-        sc, bonuses, _ = _award(
-            replace(rules, bonuses_win=False), tuple(scores), bonuses, events, *pase
-        )
+        sc, bonuses, _ = _award(rules, tuple(scores), bonuses, events, *pase)
         scores = list(sc)
         if ordered and match_winner is None and scores[pase[1]] >= rules.target:
             match_winner = pase[1]
@@ -835,20 +865,20 @@ def _end_hand(
             match_winner = winner_side
     next_opener, next_side, priority = _next_opening(rules, opener, winner_seat, winner_side)
     result = HandResult(
-        end=end,
-        winner_seat=winner_seat,
-        winner_side=winner_side,
-        points=(1 if rules.scoring == "hands" else points) if winner_side is not None else 0,
-        bonuses=bonuses,
-        scores=tuple(scores),
-        next_opener=next_opener,
-        next_opening_side=next_side,
-        match_over=match_winner is not None,
-        match_winner_side=match_winner,
-        blocker=blocker,
-        pips=tuple(pips),
-        viajera=viajera,
-        next_priority=priority,
+        end,  # end
+        winner_seat,  # winner_seat
+        winner_side,  # winner_side
+        (1 if rules.scoring == "hands" else points) if winner_side is not None else 0,  # points
+        bonuses,  # bonuses
+        tuple(scores),  # scores
+        next_opener,  # next_opener
+        next_side,  # next_opening_side
+        match_winner is not None,  # match_over
+        match_winner,  # match_winner_side
+        blocker,  # blocker
+        tuple(pips),  # pips
+        viajera,  # viajera
+        priority,  # next_priority
     )
     return _over_state(state, hands, stock, nl, nr, events, plays, seat, result)
 
@@ -877,20 +907,21 @@ def _tranque_winner(
             ws = side_of(opener)
             return _first_from(opener, n, [s for s in holders if side_of(s) == ws]), ws
         return None, None
+    sides = _sides(rules)
     totals = [0] * rules.sides
     for s in range(n):
-        totals[side_of(s)] += pips[s]
+        totals[sides[s]] += pips[s]
     low = min(totals)
-    tied = [x for x in range(rules.sides) if totals[x] == low]
-    if len(tied) == 1:
-        ws = tied[0]
+    if totals.count(low) == 1:
+        ws = totals.index(low)
     elif rules.tranque_tie == V.TIE_OPENER:
-        ws = side_of(_first_from(opener, n, [s for s in range(n) if side_of(s) in tied]))
+        tied = [x for x in range(rules.sides) if totals[x] == low]
+        ws = sides[_first_from(opener, n, [s for s in range(n) if sides[s] in tied])]
     else:
         return None, None
-    members = [s for s in range(n) if side_of(s) == ws]
     if rules.variant == "casa":
-        return min(members), ws
+        return sides.index(ws), ws  # the side's first seat
+    members = [s for s in range(n) if sides[s] == ws]
     best = min(pips[s] for s in members)
     return _first_from(opener, n, [s for s in members if pips[s] == best]), ws
 

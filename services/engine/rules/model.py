@@ -43,7 +43,7 @@ class RequestRedeal(msgspec.Struct, frozen=True, tag="redeal"):
 Action = Play | ChooseOpener | RequestRedeal
 
 
-class PlayEvent(msgspec.Struct, frozen=True, tag="play"):
+class PlayEvent(msgspec.Struct, frozen=True, gc=False, tag="play"):
     seat: int
     tile: int
     end: int  # LEFT, RIGHT or NO_END for the opening
@@ -51,11 +51,11 @@ class PlayEvent(msgspec.Struct, frozen=True, tag="play"):
     right: int
 
 
-class PassEvent(msgspec.Struct, frozen=True, tag="pass"):
+class PassEvent(msgspec.Struct, frozen=True, gc=False, tag="pass"):
     seat: int
 
 
-class DrawEvent(msgspec.Struct, frozen=True, tag="draw"):
+class DrawEvent(msgspec.Struct, frozen=True, gc=False, tag="draw"):
     seat: int
     tile: int  # -1 in views of other seats
 
@@ -114,6 +114,9 @@ class HandSetup(msgspec.Struct, frozen=True):
 
 class HandState(msgspec.Struct, frozen=True):
     """One hand in progress. `log` is a cons list (event, older) of every event so far."""
+
+    # core.py builds HandSetup, HandState and HandResult positionally (hot paths, where
+    # msgspec's keyword __init__ is slow): keep their field order in step with it.
 
     rules: RuleSet
     setup: HandSetup

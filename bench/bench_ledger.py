@@ -275,7 +275,7 @@ def main() -> dict[str, Any]:
             ],
             env=env,
             cwd=str(Path(__file__).resolve().parents[1]),
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - the service must not outlive the bench
+            preexec_fn=_die_with_parent,  # the service must not outlive the bench
         )  # fmt: skip
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

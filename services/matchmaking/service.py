@@ -364,7 +364,7 @@ class Matchmaker:
             await conn.execute(
                 text(
                     "SELECT player_id, count(*) AS n FROM matchmaking.reservations "
-                    "WHERE player_id = ANY(:ps) AND status IN ('pending','seated','staked') "
+                    "WHERE player_id = ANY(:ps) AND status IN ('pending','seated') "
                     "GROUP BY player_id"
                 ),
                 {"ps": players},

@@ -907,21 +907,21 @@ def _tranque_winner(
             ws = side_of(opener)
             return _first_from(opener, n, [s for s in holders if side_of(s) == ws]), ws
         return None, None
-    sides = _sides(rules)
+    seat_side = _sides(rules)
     totals = [0] * rules.sides
     for s in range(n):
-        totals[sides[s]] += pips[s]
+        totals[seat_side[s]] += pips[s]
     low = min(totals)
     if totals.count(low) == 1:
         ws = totals.index(low)
     elif rules.tranque_tie == V.TIE_OPENER:
         tied = [x for x in range(rules.sides) if totals[x] == low]
-        ws = sides[_first_from(opener, n, [s for s in range(n) if sides[s] in tied])]
+        ws = seat_side[_first_from(opener, n, [s for s in range(n) if seat_side[s] in tied])]
     else:
         return None, None
     if rules.variant == "casa":
-        return sides.index(ws), ws  # the side's first seat
-    members = [s for s in range(n) if sides[s] == ws]
+        return seat_side.index(ws), ws  # the side's first seat
+    members = [s for s in range(n) if seat_side[s] == ws]
     best = min(pips[s] for s in members)
     return _first_from(opener, n, [s for s in members if pips[s] == best]), ws
 

@@ -271,20 +271,28 @@ class Matchmaker:
         players = [spec.player_id] + ([spec.partner_id] if spec.partner_id else [])
         if spec.partner_id is not None and spec.partner_id == spec.player_id:
             raise bad_request("partner_is_self", "a player cannot partner with himself")
+        resumed = False
         try:
             reservations = await self._retrying(lambda conn: self._reserve(conn, spec, players))
         except _Replay as replay:
             return self._replayed(replay)
         except _Resume as resume:
             reservations = await self._load_reservations(resume.reservation_ids)
+            resumed = True
         table_id = reservations[0].table_id
+        # Free seats are 'seated' at once; a fresh one may complete the table.
+        may_start = True
         try:
-            await self._place_holds(reservations)
+            if any(r.status == "pending" for r in reservations):
+                may_start = await self._place_holds(reservations)
+            elif resumed:
+                await self._check_still_live(reservations)
         except ServiceError as exc:
             if exc.status != 503:
                 await self._store_response(spec, exc.status, _error_body(exc))
             raise
-        await self._try_start(table_id)
+        if may_start or resumed:
+            await self._try_start(table_id)
         result = await self._join_result(table_id, reservations)
         await self._store_response(spec, 200, msgspec.json.encode(result))
         return result
@@ -613,12 +621,14 @@ class Matchmaker:
             return exc
         return None
 
-    async def _place_holds(self, reservations: list[Res]) -> None:
-        """Turn 'pending' seats into 'seated' ones (holds placed), or drop them all."""
+    async def _place_holds(self, reservations: list[Res]) -> bool:
+        """Turn 'pending' seats into 'seated' ones (holds placed), or drop them all.
+
+        True when the table may be full (worth trying to start it)."""
         pending = [r for r in reservations if r.status == "pending"]
         if not pending:
             await self._check_still_live(reservations)
-            return
+            return True
         outcomes = await asyncio.gather(*(self._hold(r) for r in pending))
         refused = [o for o in outcomes if isinstance(o, RemoteError)]
         down = [o for o in outcomes if isinstance(o, ServiceUnavailable)]
@@ -629,8 +639,10 @@ class Matchmaker:
             raise ServiceError(422 if first.status < 500 else 503, first.code, first.detail)
         if down:
             raise ServiceError(503, "ledger_unavailable", "the ledger did not answer; retry")
-        await self._mark_seated([r.id for r in pending], reservations[0].table_id)
-        await self._check_still_live(reservations)
+        full = await self._mark_seated([r.id for r in pending], reservations[0].table_id)
+        if full:
+            await self._check_still_live(reservations)
+        return full
 
     async def _check_still_live(self, reservations: list[Res]) -> None:
         fresh = await self._load_reservations([r.id for r in reservations])
@@ -638,17 +650,30 @@ class Matchmaker:
         if gone:
             raise conflict("reservation_dropped", f"the seat was released ({gone[0].status})")
 
-    async def _mark_seated(self, ids: list[str], table_id: str) -> None:
-        async def work(conn: AsyncConnection) -> None:
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.reservations SET status = 'seated', updated_ms = :now "
-                    "WHERE id = ANY(:ids) AND status = 'pending'"
-                ),
-                {"ids": ids, "now": self.clock()},
-            )
+    async def _mark_seated(self, ids: list[str], table_id: str) -> bool:
+        """Mark held seats 'seated'; True when the table is now full of seated players."""
 
-        await self._retrying(work)
+        async def work(conn: AsyncConnection) -> bool:
+            row = (
+                await conn.execute(
+                    text(
+                        "WITH done AS (UPDATE matchmaking.reservations SET status = 'seated', "
+                        "updated_ms = :now WHERE id = ANY(:ids) AND status = 'pending' "
+                        "RETURNING id) "
+                        "SELECT (SELECT count(*) FROM done) AS done, t.seat_count, t.vs_cpu, "
+                        "(SELECT count(*) FROM matchmaking.reservations r WHERE r.table_id = t.id "
+                        "AND r.status = 'seated') AS seated "
+                        "FROM matchmaking.tables t WHERE t.id = :t"
+                    ),
+                    {"ids": ids, "now": self.clock(), "t": table_id},
+                )
+            ).one()
+            # The CTE's rows are not yet visible to the count: add them.
+            seated = row.seated + row.done
+            return bool(seated >= row.seat_count or (row.vs_cpu and seated >= 1))
+
+        full: bool = await self._retrying(work)
+        return full
 
     async def _drop(self, failed: list[Res], held: list[Res], reason: str) -> None:
         """Give up seats: refused ones become 'failed', held ones are released."""
@@ -1011,11 +1036,10 @@ class Matchmaker:
             )
 
     async def _join_result(self, table_id: str, reservations: list[Res]) -> c.JoinResult:
-        fresh = await self._load_reservations([r.id for r in reservations])
         return c.JoinResult(
             table=await self.table_status(table_id),
             reservations=[
-                c.ReservationView(r.id, r.player_id, r.seat, r.expires_ms) for r in fresh
+                c.ReservationView(r.id, r.player_id, r.seat, r.expires_ms) for r in reservations
             ],
         )
 

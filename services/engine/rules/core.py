@@ -709,23 +709,27 @@ def _over_state(
         live |= m
     if state.rules.draws:
         live |= _stock_mask(stock)
-    new = replace(
-        state,
-        live=live,
-        hands=tuple(hands),
-        stock=stock,
-        left=nl,
-        right=nr,
-        turn=-1,
-        phase=PHASE_OVER,
-        last_player=seat,
-        plays=plays,
-        scores=result.scores,
-        bonuses=result.bonuses,
-        log=log,
-        result=result,
-    )
-    return new, tuple(events)
+    return HandState(
+        state.rules,  # rules
+        state.setup,  # setup
+        tuple(hands),  # hands
+        stock,  # stock
+        nl,  # left
+        nr,  # right
+        -1,  # turn
+        PHASE_OVER,  # phase
+        state.opener,  # opener
+        seat,  # last_player
+        state.passes,  # passes
+        plays,  # plays
+        live,  # live
+        result.scores,  # scores
+        result.bonuses,  # bonuses
+        log,  # log
+        state.choices,  # choices
+        state.first_pass_pending,  # first_pass_pending
+        result,  # result
+    ), tuple(events)
 
 
 def _target_end(

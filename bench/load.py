@@ -1,0 +1,235 @@
+"""`make load`: paid tables played over the public HTTP + WebSocket protocol against `mesa up`.
+
+    python -m bench.load --tables 100 --duration-s 60 [--engines N --gateways N]
+    python -m bench.load --ramp 50,100,200,400 --duration-s 30
+
+Each table is two simulated players at a private $10 apuesta 1v1 table who play real matches
+at `--rate` actions per second per table (a new match as soon as one ends, while the
+measurement runs); after the measured window the matches still running are played to their
+end at a faster pace (bounded by `--drain-s`), then the ledger is reconciled: trial balance
+zero, every pot zero, every wallet = deposit - stakes + payouts (from the match results).
+Latency is client-observed: action frame sent -> its ack frame received.
+
+Ramp mode runs each size in turn on one platform and reports the highest that holds
+(p99 < 100 ms, no errors, the set pace reached). Results: bench/results/load.json.
+Bounded: every size runs `--duration-s` plus at most `--drain-s`; traffic only to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.common import percentile, write_result
+from bench.sim import (
+    DEPOSIT_CENTS,
+    MatchRecord,
+    Platform,
+    Player,
+    SimError,
+    Stats,
+    TableDriver,
+    check_invariants,
+    setup_players,
+    wait_settled,
+)
+
+P99_LIMIT_MS = 100.0
+WARMUP_S = 5.0
+
+
+async def run_size(
+    platform: Platform,
+    players: list[Player],
+    tables: int,
+    duration_s: float,
+    rate: float,
+    drain_s: float,
+    records: dict[str, MatchRecord],
+) -> dict[str, Any]:
+    stats = Stats()
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+    clients = [
+        httpx.AsyncClient(base_url=url, timeout=30.0, limits=limits)
+        for url in platform.gateway_urls
+    ]
+    try:
+        start = time.monotonic()
+        stats.measure_from = start + WARMUP_S
+        stop_at = stats.measure_from + duration_s
+        stats.measure_to = stop_at
+        deadline = stop_at + drain_s
+        drivers = [
+            TableDriver(
+                i, (players[2 * i], players[2 * i + 1]), clients, stats, 1.0 / rate, records
+            )  # fmt: skip
+            for i in range(tables)
+        ]
+        cpu_before = platform.cpu_seconds()
+        samples: list[int] = []
+
+        async def sample() -> None:
+            for _ in range(int((deadline - start) * 2) + 10):
+                await asyncio.sleep(0.5)
+                if stats.measure_from <= time.monotonic() <= stop_at:
+                    samples.append(stats.live_tables)
+
+        sampler = asyncio.create_task(sample())
+
+        # Stagger the starts over the warm-up so the tables do not all act in the same instant.
+        async def staggered(d: TableDriver) -> None:
+            await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
+            await d.run(stop_at, deadline)
+
+        await asyncio.gather(*(staggered(d) for d in drivers))
+        finished_at = time.monotonic()
+        sampler.cancel()
+        cpu_after = platform.cpu_seconds()
+        window = stop_at - stats.measure_from
+        lat = sorted(stats.latencies_ms)
+        errors = sum(stats.errors.values())
+        p99 = percentile(lat, 0.99)
+        result = {
+            "tables": tables,
+            "rate_per_table": rate,
+            "duration_s": duration_s,
+            "concurrent_tables": {
+                "min": min(samples, default=0),
+                "mean": round(sum(samples) / len(samples), 1) if samples else 0,
+                "max": max(samples, default=0),
+            },
+            "actions": stats.actions,
+            "actions_per_s": round(stats.actions / window, 1),
+            "target_actions_per_s": round(tables * rate, 1),
+            "latency_ms": {
+                "p50": round(percentile(lat, 0.50), 2),
+                "p90": round(percentile(lat, 0.90), 2),
+                "p99": round(p99, 2),
+                "max": round(lat[-1], 2) if lat else 0.0,
+            },
+            "errors": errors,
+            "error_codes": dict(stats.errors),
+            "error_samples": stats.error_samples[:5],
+            "stale_or_overtaken": stats.stale,
+            "reconnects": stats.reconnects,
+            "http_retries": stats.http_retries,
+            "matches_started": stats.matches_started,
+            "matches_over": stats.matches_over,
+            "drain_s": round(finished_at - stop_at, 1),
+            "cpu_s_during_run": {
+                k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in cpu_after
+            },
+        }
+        # Holds: the p99 limit, no errors, and at least 90% of the set pace reached.
+        result["holds"] = bool(
+            lat
+            and p99 < P99_LIMIT_MS
+            and errors == 0
+            and stats.actions / window >= 0.9 * tables * rate * _pace_factor()
+        )
+        return result
+    finally:
+        for c in clients:
+            await c.aclose()
+
+
+def _pace_factor() -> float:
+    # A table waits for the engine's own steps (deals after the seeds) between actions.
+    return 0.85
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = [int(x) for x in args.ramp.split(",")] if args.ramp else [args.tables]
+    if any(s < 1 or s > 5000 for s in sizes):
+        raise SimError("table counts must be within 1..5000")
+    var_dir = Path(tempfile.mkdtemp(prefix="mesa-load-"))
+    platform = Platform(var_dir, engines=args.engines, gateways=args.gateways)
+    started = time.monotonic()
+    platform.start()
+    print(f"load: platform up in {time.monotonic() - started:.1f} s ({var_dir})", flush=True)
+    try:
+        t0 = time.monotonic()
+        players = await setup_players(
+            platform.database_url, platform.gateway_urls[0], 2 * max(sizes), "ld"
+        )
+        print(f"load: {len(players)} players ready in {time.monotonic() - t0:.1f} s", flush=True)
+        records: dict[str, MatchRecord] = {}
+        runs: list[dict[str, Any]] = []
+        for size in sizes:
+            print(f"load: {size} tables for {args.duration_s} s ...", flush=True)
+            run = await run_size(
+                platform, players, size, args.duration_s, args.rate, args.drain_s, records
+            )
+            print(
+                f"load: {size} tables: {run['actions_per_s']} actions/s, "
+                f"p50 {run['latency_ms']['p50']} ms, p99 {run['latency_ms']['p99']} ms, "
+                f"errors {run['errors']}, holds={run['holds']}",
+                flush=True,
+            )
+            runs.append(run)
+            if args.ramp and not run["holds"]:
+                break
+        async with httpx.AsyncClient(base_url=platform.gateway_urls[0], timeout=30) as c:
+            by_name = {p.name: p for p in players}
+            settle_s = await wait_settled(records, by_name, c, Stats(), args.settle_s)
+        deposits = {p.name: DEPOSIT_CENTS for p in players}
+        checks = await check_invariants(platform.database_url, records, deposits)
+        checks["settle_wait_s"] = round(settle_s, 1)
+        held = [r["tables"] for r in runs if r["holds"]]
+        return {
+            "engines": args.engines,
+            "gateways": args.gateways,
+            "cpus": _cpus(),
+            "p99_limit_ms": P99_LIMIT_MS,
+            "runs": runs,
+            "highest_tables_that_hold": max(held, default=0),
+            "reconciliation": checks,
+        }
+    finally:
+        platform.stop()
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
+    parser.add_argument("--tables", type=int, default=100, help="concurrent tables")
+    parser.add_argument("--duration-s", type=float, default=60.0, help="measured seconds")
+    parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
+    parser.add_argument("--ramp", default="", help="comma list of table counts, e.g. 50,100,200")
+    parser.add_argument("--engines", type=int, default=1)
+    parser.add_argument("--gateways", type=int, default=1)
+    parser.add_argument("--drain-s", type=float, default=240.0, help="bound on finishing")
+    parser.add_argument("--settle-s", type=float, default=60.0, help="bound on settling")
+    parser.add_argument("--name", default="load", help="result file name under bench/results")
+    args = parser.parse_args(argv)
+    if not 0.05 <= args.rate <= 5 or not 1 <= args.duration_s <= 3600:
+        parser.error("--rate must be within 0.05..5 and --duration-s within 1..3600")
+    try:
+        result = asyncio.run(main_async(args))
+    except SimError as exc:
+        print(f"load: {exc}", file=sys.stderr)
+        return 1
+    path = write_result(args.name, result)
+    rec = result["reconciliation"]
+    print(
+        f"load: highest that holds: {result['highest_tables_that_hold']} tables; "
+        f"reconciliation ok={rec['ok']} {rec['violations'][:3]}; written to {path}",
+        flush=True,
+    )
+    return 0 if rec["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

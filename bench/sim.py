@@ -1,0 +1,857 @@
+"""Simulated players for the load and crash tests: the real platform, the public protocol.
+
+- `Platform`: `mesa up` as a subprocess on free loopback ports (optionally with engine and
+  gateway replicas), its output drained to a log file, its service PIDs found with psutil.
+- `setup_players`: player accounts and bearer tokens written through the gateway's own
+  account code (the public sign-in is rate limited per address, by design), deposits through
+  the public finance route as a finance user.
+- `TableDriver`: two players at a private paid 1v1 table, each on its own WebSocket
+  (`/api/matches/{id}/ws`), acting from their seat's snapshot at a set pace; actions carry the
+  seq they were made against, so a retry never plays twice (409 stale_seq: re-read the view);
+  a dropped socket reconnects with `?after=seq`.
+- `check_invariants`: the money and fairness checks of issue 9, read straight from PostgreSQL.
+
+Every loop here is bounded in count and in time; all traffic goes to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import psutil
+import websockets
+
+from services.common.config import Settings, load_settings
+from services.common.embedded_pg import free_port, port_is_free
+
+READY_LINE = "ready; Ctrl-C stops everything"
+KIND = "apuesta-1v1"
+TIER = "10"
+STAKE_CENTS = 1000
+DEPOSIT_CENTS = 1_000_000
+PASSWORD = "load-test-password"
+SERVICE_NAMES = ("ledger", "engine", "matchmaking", "gateway")
+REPLICA_STRIDE = 100
+
+
+class SimError(Exception):
+    """The platform or a simulated client could not do what the run needs."""
+
+
+# --------------------------------------------------------------------------------- platform
+
+
+def _free_base_port(replicas: int) -> int:
+    """A free port whose replica ports (base + 100 * i) are free too (bounded attempts)."""
+    for _ in range(200):
+        base = free_port()
+        if base + REPLICA_STRIDE * replicas < 65000 and all(
+            port_is_free("127.0.0.1", base + REPLICA_STRIDE * i) for i in range(replicas)
+        ):
+            return base
+    raise SimError("no free port range found")
+
+
+class Platform:
+    """`python -m services.cli up` on free ports with its own var dir."""
+
+    def __init__(
+        self,
+        var_dir: Path,
+        engines: int = 1,
+        gateways: int = 1,
+        log_level: str = "warning",
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.var_dir = var_dir
+        self.engines = engines
+        self.gateways = gateways
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+        self.env.update(
+            MESA_VAR_DIR=str(var_dir),
+            MESA_PG_PORT=str(free_port()),
+            MESA_GATEWAY_PORT=str(_free_base_port(gateways)),
+            MESA_LEDGER_PORT=str(free_port()),
+            MESA_ENGINE_PORT=str(_free_base_port(engines)),
+            MESA_MATCHMAKING_PORT=str(free_port()),
+            MESA_LOG_LEVEL=log_level,
+            MESA_HOST="127.0.0.1",
+        )
+        self.env.update(extra_env or {})
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.log_path = var_dir / "up.log"
+        self._reader: threading.Thread | None = None
+
+    @property
+    def settings(self) -> Settings:
+        return load_settings({k: v for k, v in self.env.items() if k.startswith("MESA_")})
+
+    @property
+    def database_url(self) -> str:
+        return self.settings.database_url
+
+    @property
+    def gateway_urls(self) -> list[str]:
+        base = int(self.env["MESA_GATEWAY_PORT"])
+        return [f"http://127.0.0.1:{base + REPLICA_STRIDE * i}" for i in range(self.gateways)]
+
+    def _drain(self) -> None:
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            return
+        with open(self.log_path, "a") as log:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                self.lines.put(line.rstrip())
+
+    def start(self, timeout_s: float = 180.0) -> None:
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "services.cli", "up"]
+        args += ["--engines", str(self.engines), "--gateways", str(self.gateways)]
+        self.proc = subprocess.Popen(
+            args,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=str(Path(__file__).resolve().parents[1]),
+        )
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                if self.proc.poll() is not None:
+                    break
+                continue
+            if READY_LINE in line:
+                return
+        tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
+        self.stop()
+        raise SimError(f"mesa up did not become ready in {timeout_s:.0f} s:\n{tail}")
+
+    def wait_line(self, needle: str, timeout_s: float) -> bool:
+        """Wait for an output line of `mesa up` containing `needle` (event-driven, bounded)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.05, min(1.0, deadline - time.monotonic())))
+            except queue.Empty:
+                continue
+            if needle in line:
+                return True
+        return False
+
+    def stop(self) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+    def _children(self) -> list[psutil.Process]:
+        if self.proc is None:
+            return []
+        try:
+            return psutil.Process(self.proc.pid).children(recursive=False)
+        except psutil.NoSuchProcess:
+            return []
+
+    def service_pids(self) -> dict[str, list[int]]:
+        """PIDs of the service processes (`serve <name>`), by service name."""
+        found: dict[str, list[int]] = {name: [] for name in SERVICE_NAMES}
+        for child in self._children():
+            with contextlib.suppress(psutil.Error):
+                cmd = child.cmdline()
+                if "serve" in cmd:
+                    name = cmd[cmd.index("serve") + 1] if cmd.index("serve") + 1 < len(cmd) else ""
+                    if name in found:
+                        found[name].append(child.pid)
+        return found
+
+    def postmaster_pid(self) -> int | None:
+        for child in self._children():
+            with contextlib.suppress(psutil.Error):
+                cmd = child.cmdline()
+                if cmd and Path(cmd[0]).name == "postgres":
+                    return child.pid
+        return None
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each service process and by PostgreSQL (all backends)."""
+        out: dict[str, float] = {}
+        for child in self._children():
+            with contextlib.suppress(psutil.Error):
+                cmd = child.cmdline()
+                procs = [child]
+                if cmd and Path(cmd[0]).name == "postgres":
+                    name = "postgres"
+                    procs += child.children(recursive=True)
+                elif "serve" in cmd:
+                    name = cmd[cmd.index("serve") + 1]
+                else:
+                    continue
+                total = 0.0
+                for p in procs:
+                    with contextlib.suppress(psutil.Error):
+                        t = p.cpu_times()
+                        total += t.user + t.system
+                out[name] = out.get(name, 0.0) + total
+        return out
+
+
+# ----------------------------------------------------------------------------------- players
+
+
+@dataclass
+class Player:
+    name: str
+    token: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+async def setup_players(
+    database_url: str, gateway_url: str, count: int, prefix: str, deposit: int = DEPOSIT_CENTS
+) -> list[Player]:
+    """`count` players with bearer tokens and `deposit` cents each; returns them."""
+    from api import accounts
+    from services.common.db import create_engine
+
+    # One scrypt hash for every load-test account (the cost is the sign-in's, not the test's).
+    hashed = accounts.hash_password(PASSWORD)
+    names = [f"{prefix}{i:05d}" for i in range(count)]
+    finance_name = f"{prefix}fin"
+    engine = create_engine(database_url, application_name="mesa-load-setup")
+    players: list[Player] = []
+    try:
+        from sqlalchemy import text
+
+        async with engine.begin() as conn:
+            await conn.execute(
+                text(
+                    "INSERT INTO gateway.users (id, display_name, password_hash, role) "
+                    "SELECT x, x, :h, CASE WHEN x = :fin THEN 'finance' ELSE 'player' END "
+                    "FROM unnest(CAST(:names AS text[])) AS x ON CONFLICT (id) DO NOTHING"
+                ),
+                {"h": hashed, "names": [*names, finance_name], "fin": finance_name},
+            )
+        sem = asyncio.Semaphore(16)
+
+        async def token_for(name: str) -> str:
+            async with sem:
+                user = await accounts.get_user(engine, name)
+                if user is None:
+                    raise SimError(f"user {name} was not created")
+                token, _, _ = await accounts.open_session(engine, user, "bearer", "load")
+                return token
+
+        tokens = await asyncio.gather(*(token_for(n) for n in [*names, finance_name]))
+    finally:
+        await engine.dispose()
+    finance = Player(finance_name, tokens[-1])
+    players = [Player(n, t) for n, t in zip(names, tokens[:-1], strict=True)]
+    async with httpx.AsyncClient(base_url=gateway_url, timeout=30.0) as client:
+        sem = asyncio.Semaphore(16)
+
+        async def deposit_for(p: Player) -> None:
+            async with sem:
+                body = {
+                    "player": p.name,
+                    "amount": deposit,
+                    "reference": "load test deposit",
+                    "idempotency_key": f"load-deposit-{p.name}",
+                }
+                for attempt in range(10):
+                    r = await client.post(
+                        "/api/finance/deposits", json=body, headers=finance.headers
+                    )
+                    if r.status_code == 200:
+                        return
+                    if r.status_code < 500:
+                        raise SimError(f"deposit for {p.name}: {r.status_code} {r.text[:200]}")
+                    await asyncio.sleep(0.2 * (attempt + 1))
+                raise SimError(f"deposit for {p.name} kept failing")
+
+        await asyncio.gather(*(deposit_for(p) for p in players))
+    return players
+
+
+# ------------------------------------------------------------------------------------ stats
+
+
+@dataclass
+class Stats:
+    measure_from: float = 0.0
+    measure_to: float = float("inf")
+    latencies_ms: list[float] = field(default_factory=list)
+    actions: int = 0
+    actions_total: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    stale: int = 0
+    reconnects: int = 0
+    http_retries: int = 0
+    matches_started: int = 0
+    matches_over: int = 0
+    live_tables: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def error(self, code: str, detail: str = "") -> None:
+        self.errors[code] += 1
+        if len(self.error_samples) < 20:
+            self.error_samples.append(f"{code}: {detail[:200]}")
+
+    def acted(self, sent_at: float, latency_ms: float) -> None:
+        self.actions_total += 1
+        if self.measure_from <= sent_at <= self.measure_to:
+            self.actions += 1
+            self.latencies_ms.append(latency_ms)
+
+
+@dataclass
+class MatchRecord:
+    match_id: str
+    table_id: str
+    players: list[str]
+    status: str = "live"
+    winners: list[str] = field(default_factory=list)
+    settled: bool = False
+
+
+# ------------------------------------------------------------------------------ HTTP helper
+
+_RETRY_STATUSES = {502, 503, 504}
+
+
+async def call(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    player: Player,
+    stats: Stats,
+    deadline: float,
+    json_body: Any = None,
+) -> httpx.Response:
+    """One public HTTP call, retried on connection failures and 5xx until `deadline`."""
+    delay = 0.1
+    last = "no attempt"
+    for _ in range(1000):
+        if time.monotonic() > deadline:
+            break
+        try:
+            r = await client.request(method, url, json=json_body, headers=player.headers)
+        except httpx.HTTPError as exc:
+            last = type(exc).__name__
+        else:
+            if r.status_code not in _RETRY_STATUSES and r.status_code < 500:
+                return r
+            last = f"{r.status_code} {r.text[:100]}"
+        stats.http_retries += 1
+        await asyncio.sleep(delay)
+        delay = min(2.0, delay * 1.5)
+    raise SimError(f"{method} {url} failed until the deadline: {last}")
+
+
+# ----------------------------------------------------------------------------------- tables
+
+OVER = ("finished", "void")
+
+
+class Seat:
+    """One player's socket at the table and the latest snapshot of their seat."""
+
+    def __init__(self, driver: TableDriver, player: Player) -> None:
+        self.driver = driver
+        self.player = player
+        self.ws: Any = None
+        self.view: dict[str, Any] | None = None
+        self.seq = -1
+        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.reader: asyncio.Task[None] | None = None
+        self.seeds: dict[str, str] = {}
+        self.connected = False
+
+    async def connect(self, match_id: str, deadline: float) -> None:
+        delay = 0.2
+        for attempt in range(500):
+            if time.monotonic() > deadline:
+                raise SimError(f"{self.player.name}: could not connect before the deadline")
+            url = self.driver.ws_url(match_id, attempt)
+            if self.seq >= 0:
+                url += f"?after={self.seq}"
+            try:
+                self.ws = await websockets.connect(
+                    url,
+                    additional_headers=self.player.headers,
+                    open_timeout=10,
+                    close_timeout=2,
+                    max_size=1 << 20,
+                    ping_interval=None,
+                )
+            except (OSError, websockets.WebSocketException, TimeoutError) as exc:
+                self.driver.stats.reconnects += 1
+                if attempt == 0:
+                    self.driver.stats.http_retries += 0
+                del exc
+                await asyncio.sleep(delay)
+                delay = min(2.0, delay * 1.5)
+                continue
+            self.connected = True
+            self.reader = asyncio.create_task(self._read())
+            return
+        raise SimError(f"{self.player.name}: no connection after many attempts")
+
+    async def _read(self) -> None:
+        try:
+            async for raw in self.ws:
+                msg = json.loads(raw)
+                kind = msg.get("type")
+                if kind == "snapshot":
+                    view = msg["view"]
+                    if view["seq"] >= self.seq:
+                        self.view = view
+                        self.seq = view["seq"]
+                    self.driver.changed.set()
+                elif kind == "events":
+                    self.driver.changed.set()
+                elif kind in ("ack", "error"):
+                    fut = self.pending.pop(str(msg.get("ref", "")), None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(msg)
+                    elif kind == "error":
+                        self.driver.stats.error("ws_" + str(msg.get("error")), str(msg))
+        except (websockets.WebSocketException, OSError):
+            pass
+        finally:
+            self.connected = False
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_result({"type": "error", "error": "disconnected"})
+            self.pending.clear()
+            self.driver.changed.set()
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.ws.close(), 3)
+        if self.reader is not None:
+            self.reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.reader
+        self.connected = False
+
+    def next_action(self) -> dict[str, Any] | None:
+        view = self.view
+        if view is None or view["state"]["status"] in OVER or not view["legal"]:
+            return None
+        legal = view["legal"]
+        plays = [a for a in legal if a["type"] == "play"]
+        first = plays[0] if plays else legal[0]
+        deal = str(view["state"].get("deal_id"))
+        kind = first["type"]
+        if kind == "seed_commit":
+            seed = f"{self.player.name}-{secrets.token_hex(8)}"
+            self.seeds[deal] = seed
+            return {"type": "seed_commit", "commitment": hashlib.sha256(seed.encode()).hexdigest()}
+        if kind == "seed_reveal":
+            return {"type": "seed_reveal", "seed": self.seeds.get(deal, "")}
+        if kind == "play":
+            return {"type": "play", "tile": first["tile"], "end": first.get("end")}
+        if kind == "choose":
+            return {"type": "choose", "salgo": True}
+        return None
+
+    async def act(self, action: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        ref = secrets.token_hex(6)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[ref] = fut
+        frame = {"type": "action", "ref": ref, "seq": self.seq, "action": action}
+        try:
+            await self.ws.send(json.dumps(frame))
+            return await asyncio.wait_for(fut, timeout_s)
+        except (TimeoutError, websockets.WebSocketException, OSError) as exc:
+            self.pending.pop(ref, None)
+            return {"type": "error", "error": "timeout" if isinstance(exc, TimeoutError) else
+                    "disconnected"}  # fmt: skip
+
+    async def ask_snapshot(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ws.send('{"type":"snapshot"}')
+
+
+class TableDriver:
+    """Two players at private paid 1v1 tables, one match after another until told to stop."""
+
+    def __init__(
+        self,
+        index: int,
+        players: tuple[Player, Player],
+        clients: list[httpx.AsyncClient],
+        stats: Stats,
+        interval_s: float,
+        records: dict[str, MatchRecord],
+    ) -> None:
+        self.index = index
+        self.players = players
+        self.clients = clients
+        self.stats = stats
+        self.interval_s = interval_s
+        self.records = records
+        self.changed = asyncio.Event()
+        self.seats: list[Seat] = []
+        self.matches = 0
+
+    def client(self, attempt: int = 0) -> httpx.AsyncClient:
+        return self.clients[(self.index + attempt) % len(self.clients)]
+
+    def ws_url(self, match_id: str, attempt: int) -> str:
+        base = str(self.client(attempt).base_url).rstrip("/")
+        return base.replace("http://", "ws://") + f"/api/matches/{match_id}/ws"
+
+    async def start_match(self, deadline: float) -> MatchRecord:
+        a, b = self.players
+        n = self.matches
+        client = self.client()
+        key = f"load-{a.name}-{n}-{secrets.token_hex(4)}"
+        r = await call(
+            client, "POST", "/api/lobby/private", a, self.stats, deadline,
+            {"kind": KIND, "tier": TIER, "idempotency_key": key + "-c"},
+        )  # fmt: skip
+        if r.status_code != 200:
+            raise SimError(f"private table: {r.status_code} {r.text[:200]}")
+        table = r.json()
+        r = await call(
+            client, "POST", "/api/lobby/join-code", b, self.stats, deadline,
+            {"invite_code": table["invite_code"], "idempotency_key": key + "-j"},
+        )  # fmt: skip
+        if r.status_code != 200:
+            raise SimError(f"join by code: {r.status_code} {r.text[:200]}")
+        match_id = r.json().get("match_id")
+        # No event tells an HTTP client that the table started: poll its status, bounded.
+        for _ in range(600):
+            if match_id or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
+            r = await call(
+                client, "GET", f"/api/lobby/tables/{table['table_id']}", a, self.stats, deadline
+            )
+            if r.status_code == 200:
+                match_id = r.json().get("match_id")
+        if not match_id:
+            raise SimError(f"table {table['table_id']} did not start")
+        self.matches += 1
+        self.stats.matches_started += 1
+        record = MatchRecord(match_id, table["table_id"], [a.name, b.name])
+        self.records[match_id] = record
+        return record
+
+    async def play(self, record: MatchRecord, stop_at: float, deadline: float) -> None:
+        """Play `record` to its end (or `deadline`); from `stop_at` on, at the drain pace."""
+        self.seats = [Seat(self, p) for p in self.players]
+        self.stats.live_tables += 1
+        try:
+            await self._play(record, stop_at, deadline)
+        finally:
+            self.stats.live_tables -= 1
+            for seat in self.seats:
+                await seat.close()
+
+    async def _play(self, record: MatchRecord, stop_at: float, deadline: float) -> None:
+        next_at = time.monotonic()
+        turn = 0
+        for _ in range(100_000):
+            now = time.monotonic()
+            if now > deadline:
+                return
+            for seat in self.seats:
+                if not seat.connected:
+                    if seat.ws is not None:
+                        self.stats.reconnects += 1
+                    await seat.connect(record.match_id, deadline)
+            views = [s.view for s in self.seats]
+            over = next((v for v in views if v and v["state"]["status"] in OVER), None)
+            if over is not None:
+                self._finish(record, over["state"])
+                return
+            order = self.seats[turn % 2 :] + self.seats[: turn % 2]
+            choice = next(((s, a) for s in order if (a := s.next_action()) is not None), None)
+            if choice is None:
+                self.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), 5.0)
+                if not self.changed.is_set():
+                    for seat in self.seats:
+                        await seat.ask_snapshot()
+                continue
+            turn += 1
+            interval = self.interval_s if now < stop_at else min(self.interval_s, 0.2)
+            if next_at > now:
+                await asyncio.sleep(next_at - now)
+            next_at = max(next_at + interval, time.monotonic() - interval)
+            seat, action = choice
+            sent = time.monotonic()
+            t0 = time.perf_counter()
+            reply = await seat.act(action, 10.0)
+            latency_ms = (time.perf_counter() - t0) * 1000
+            if reply.get("type") == "ack":
+                self.stats.acted(sent, latency_ms)
+                target = int(reply["seq"])
+                # Wait (event-driven, bounded) for the snapshots the ack implies.
+                for _ in range(50):
+                    if all(s.seq >= target or not s.connected for s in self.seats):
+                        break
+                    self.changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.changed.wait(), 5.0)
+                    if not self.changed.is_set():
+                        break
+                continue
+            code = str(reply.get("error"))
+            if code == "stale_seq":
+                self.stats.stale += 1
+            elif code in ("disconnected", "timeout"):
+                self.stats.error(code, record.match_id)
+                await seat.close()
+                continue
+            elif code in ("not_your_turn", "wrong_phase", "match_over"):
+                # The engine moved on (a timer, a deal) since this seat's snapshot.
+                self.stats.stale += 1
+            else:
+                self.stats.error(code, json.dumps(reply)[:200])
+            seat.view = None
+            await seat.ask_snapshot()
+
+    def _finish(self, record: MatchRecord, state: dict[str, Any]) -> None:
+        result = state.get("result") or {}
+        record.status = state["status"]
+        record.winners = list(result.get("winners") or [])
+        record.settled = bool(result.get("settled"))
+        self.stats.matches_over += 1
+
+    async def run(self, stop_at: float, deadline: float, one_match: bool = False) -> None:
+        """Matches one after another while before `stop_at`; the last is played to its end."""
+        for _ in range(10_000):
+            if time.monotonic() >= stop_at:
+                return
+            try:
+                record = await self.start_match(deadline)
+                await self.play(record, stop_at, deadline)
+            except SimError as exc:
+                self.stats.error("table", str(exc))
+                await asyncio.sleep(1.0)
+            if one_match:
+                return
+
+
+# ------------------------------------------------------------------------------- invariants
+
+
+async def refresh_results(
+    records: dict[str, MatchRecord],
+    players: dict[str, Player],
+    client: httpx.AsyncClient,
+    stats: Stats,
+    deadline: float,
+) -> None:
+    """Re-read each match's result from a seated player's view (the public API)."""
+    sem = asyncio.Semaphore(16)
+
+    async def one(record: MatchRecord) -> None:
+        async with sem:
+            try:
+                r = await call(
+                    client, "GET", f"/api/matches/{record.match_id}",
+                    players[record.players[0]], stats, deadline,
+                )  # fmt: skip
+            except SimError:
+                return
+            if r.status_code != 200:
+                return
+            state = r.json()["state"]
+            result = state.get("result") or {}
+            record.status = state["status"] if state["status"] in OVER else "live"
+            record.winners = list(result.get("winners") or [])
+            record.settled = bool(result.get("settled"))
+
+    await asyncio.gather(*(one(r) for r in records.values()))
+
+
+async def wait_settled(
+    records: dict[str, MatchRecord],
+    players: dict[str, Player],
+    client: httpx.AsyncClient,
+    stats: Stats,
+    timeout_s: float,
+) -> float:
+    """Poll (bounded) until every match is over and settled; returns the seconds waited."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    for _ in range(10_000):
+        await refresh_results(records, players, client, stats, deadline)
+        if all(r.status in OVER and r.settled for r in records.values()):
+            break
+        if time.monotonic() > deadline:
+            break
+        await asyncio.sleep(1.0)
+    return time.monotonic() - start
+
+
+_ORPHANS_SQL = """
+SELECT c.deal_id, c.idx, count(r.idx) AS closing
+FROM fairness.leaves c
+LEFT JOIN fairness.leaves r ON r.deal_id = c.deal_id
+  AND r.type IN ('result', 'void') AND r.idx > c.idx
+WHERE c.type = 'commitment'
+GROUP BY c.deal_id, c.idx HAVING count(r.idx) <> 1 ORDER BY c.idx
+"""
+
+
+async def check_invariants(
+    database_url: str,
+    records: dict[str, MatchRecord],
+    deposits: dict[str, int],
+    rate_bp: int = 1000,
+) -> dict[str, Any]:
+    """The end-of-run checks; `violations` is empty when everything holds."""
+    from ledger import reports
+    from ledger.money import split_pot
+
+    violations: list[str] = []
+    conn = await asyncpg.connect(database_url)
+    try:
+        tb = await reports.trial_balance(conn)
+        if not tb["balanced"]:
+            violations.append(f"trial balance not zero: {tb['totals']}")
+        rec = await reports.reconcile(conn)
+        if not rec["ok"]:
+            violations.extend(f"reconcile: {d}" for d in rec["discrepancies"][:20])
+        pots = await conn.fetch(
+            "SELECT p.match_id, p.status, p.stake_total, a.balance FROM ledger.pots p "
+            "JOIN ledger.accounts a ON a.id = p.account_id"
+        )
+        stakes = await conn.fetch("SELECT match_id, seat, player, amount FROM ledger.stakes")
+        doubled = await conn.fetch(
+            "SELECT match_id, count(*) AS n FROM ledger.entries WHERE kind IN ('settle', 'void') "
+            "AND match_id IS NOT NULL GROUP BY match_id HAVING count(*) > 1"
+        )
+        holds = await conn.fetch(
+            "SELECT code, balance FROM ledger.accounts WHERE kind = 'hold' AND balance <> 0"
+        )
+        wallets = {
+            r["player"]: int(r["balance"])
+            for r in await conn.fetch(
+                "SELECT player, balance FROM ledger.accounts WHERE kind = 'wallet'"
+            )
+        }
+        unclosed = await conn.fetch(
+            "SELECT m.match_id FROM engine.matches m LEFT JOIN engine.match_closed c "
+            "USING (match_id) WHERE c.match_id IS NULL"
+        )
+        orphans = await conn.fetch(_ORPHANS_SQL)
+    finally:
+        await conn.close()
+
+    by_match: dict[str, list[Any]] = {}
+    for s in stakes:
+        by_match.setdefault(s["match_id"], []).append(s)
+    open_pots = [p["match_id"] for p in pots if p["status"] == "open"]
+    if open_pots:
+        violations.append(f"{len(open_pots)} pots still open: {open_pots[:5]}")
+    nonzero = [p["match_id"] for p in pots if int(p["balance"]) != 0]
+    if nonzero:
+        violations.append(f"{len(nonzero)} pots not zero: {nonzero[:5]}")
+    if doubled:
+        violations.append(f"settled or voided twice: {[r['match_id'] for r in doubled][:5]}")
+    if holds:
+        violations.append(f"{len(holds)} holds not released: {[h['code'] for h in holds][:5]}")
+    if unclosed:
+        violations.append(
+            f"{len(unclosed)} engine matches not closed: {[r['match_id'] for r in unclosed][:5]}"
+        )
+    if orphans:
+        violations.append(f"{len(orphans)} commitments without one result or void")
+    expected = dict(deposits)
+    for p in pots:
+        match_id = p["match_id"]
+        record = records.get(match_id)
+        seats = by_match.get(match_id, [])
+        for s in seats:
+            expected[s["player"]] = expected.get(s["player"], 0) - int(s["amount"])
+        if record is None:
+            violations.append(f"pot {match_id} of a match no client knows")
+            continue
+        if record.status == "finished":
+            if p["status"] != "settled":
+                violations.append(f"{match_id} finished but its pot is {p['status']}")
+            if not record.settled:
+                violations.append(f"{match_id} finished but the engine says not settled")
+            winners = [s for s in sorted(seats, key=lambda s: s["seat"]) if s["player"] in
+                       record.winners]  # fmt: skip
+            if not winners:
+                violations.append(f"{match_id} finished without winners")
+                continue
+            split = split_pot(int(p["stake_total"]), rate_bp, [1] * len(winners))
+            for s, payout in zip(winners, split.payouts, strict=True):
+                expected[s["player"]] = expected.get(s["player"], 0) + payout
+        elif record.status == "void":
+            if p["status"] != "voided":
+                violations.append(f"{match_id} void but its pot is {p['status']}")
+            for s in seats:
+                expected[s["player"]] = expected.get(s["player"], 0) + int(s["amount"])
+        else:
+            violations.append(f"{match_id} is still {record.status}")
+    for record in records.values():
+        if record.match_id not in {p["match_id"] for p in pots}:
+            violations.append(f"{record.match_id}: a paid match without a pot")
+    wrong = {
+        name: (wallets.get(name), want)
+        for name, want in expected.items()
+        if wallets.get(name, 0) != want
+    }
+    if wrong:
+        sample = dict(list(wrong.items())[:5])
+        violations.append(f"{len(wrong)} wallets differ from the results: {sample}")
+    statuses = Counter(r.status for r in records.values())
+    return {
+        "ok": not violations,
+        "violations": violations,
+        "trial_balance_zero": bool(tb["balanced"]),
+        "reconcile_ok": bool(rec["ok"]),
+        "pots": len(pots),
+        "pots_open": len(open_pots),
+        "pots_nonzero": len(nonzero),
+        "double_settlements": len(doubled),
+        "holds_outstanding": len(holds),
+        "engine_unclosed": len(unclosed),
+        "orphan_commitments": len(orphans),
+        "wallets_checked": len(expected),
+        "wallets_wrong": len(wrong),
+        "matches": dict(statuses),
+    }

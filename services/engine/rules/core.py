@@ -545,12 +545,30 @@ def _play(
     passes = 0
     stock = state.stock
     first_pass_pending = state.first_pass_pending
+    draws = rules.draws
+    # No bonus can come from a pass here: the passes are just events (casa, or no pases).
+    quiet = (
+        style != "dominicana"
+        and style != "apuesta"
+        and not first_pass_pending
+        and not rules.doble_sin_respuesta_points
+    )
     while True:
         turn = turn + 1 if turn + 1 < n else 0
         hm = new_hands[turn]
         if hm & fit:
             break
-        if rules.draws and stock:
+        if quiet and not draws:
+            passes += 1
+            events.append(PassEvent(turn))
+            if passes == n:
+                if bonuses is not state.bonuses:  # this play earned a pase
+                    state = replace(state, scores=scores, bonuses=bonuses)
+                return _end_hand(
+                    state, new_hands, stock, nl, nr, events, plays, seat, "tranque", None, None
+                )
+            continue
+        if draws and stock:
             while stock:
                 d = stock[0]
                 stock = stock[1:]

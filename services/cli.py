@@ -7,6 +7,7 @@ Subcommand modules expose `main(argv: list[str]) -> int` and are imported lazily
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -37,7 +38,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mesa: unknown command {name!r}\n{_usage()}", file=sys.stderr)
         return 2
     module = importlib.import_module(SUBCOMMANDS[name][0])
-    result: int = module.main(rest)
+    try:
+        result: int = module.main(rest)
+    except BrokenPipeError:
+        # The reader went away (e.g. `mesa rules list | head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
     return result
 
 

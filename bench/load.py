@@ -33,6 +33,7 @@ from bench.sim import (
     MatchRecord,
     Platform,
     Player,
+    Schedule,
     SimError,
     Stats,
     TableDriver,
@@ -86,7 +87,7 @@ async def run_size(
         # Stagger the starts over the warm-up so the tables do not all act in the same instant.
         async def staggered(d: TableDriver) -> None:
             await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
-            await d.run(stop_at, deadline)
+            await d.run(Schedule(stop_at, deadline))
 
         await asyncio.gather(*(staggered(d) for d in drivers))
         finished_at = time.monotonic()

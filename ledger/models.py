@@ -39,6 +39,8 @@ class EntryResult(msgspec.Struct, frozen=True, kw_only=True):
     commission: int | None = None
     commission_rate_bp: int | None = None
     payouts: list[Payout] | None = None
+    reverses_entry_id: int | None = None
+    reverses_kind: str | None = None
 
 
 _decoder = msgspec.json.Decoder(EntryResult)

@@ -51,6 +51,7 @@ SQL = {
     "start": "SELECT ledger.start_match($1, $2, $3, $4, $5, $6, $7, $8, $9)::text",
     "settle": "SELECT ledger.settle_match($1, $2, $3, $4, $5, $6)::text",
     "void": "SELECT ledger.void_match($1, $2, $3, $4)::text",
+    "reverse": "SELECT ledger.reverse_entry($1, $2, $3, $4)::text",
 }
 
 
@@ -270,6 +271,14 @@ class Ledger:
     async def void_match(self, key: str, match_id: str, reason: str = "") -> EntryResult:
         """Every stake back to the wallet it came from; the pot is closed."""
         return await self._call("void", *self.void_args(key, match_id, reason))
+
+    def reverse_args(self, key: str, entry_id: int, reference: str) -> tuple[Any, ...]:
+        return (key, request_hash("reverse", entry_id, reference), entry_id, reference)
+
+    async def reverse(self, key: str, entry_id: int, reference: str = "") -> EntryResult:
+        """Correct a cashier deposit or withdrawal with one reversing entry (at most once):
+        the same accounts with the amounts negated; the reversed entry is left as posted."""
+        return await self._call("reverse", *self.reverse_args(key, entry_id, reference))
 
     # --- small reads used by the service ----------------------------------------------------
 

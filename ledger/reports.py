@@ -273,6 +273,34 @@ _CHECKS: list[tuple[str, str]] = [
            ORDER BY e.id""",
     ),
     (
+        # a reversal is exactly its reversed cashier entry negated, recorded once, both ways
+        "reversals",
+        """SELECT 'entry ' || e.id || ' (reversal): '
+                  || CASE WHEN r.reversed_entry_id IS NULL THEN 'reverses no recorded entry'
+                          WHEN o.kind NOT IN ('deposit', 'withdrawal')
+                            THEN 'reverses entry ' || o.id || ', a ' || o.kind
+                          ELSE 'postings are not those of entry ' || o.id || ' negated' END
+           FROM ledger.entries e
+           LEFT JOIN ledger.reversals r ON r.reversal_entry_id = e.id
+           LEFT JOIN ledger.entries o ON o.id = r.reversed_entry_id
+           WHERE e.kind = 'reversal' AND (DAY_FILTER_E)
+             AND (r.reversed_entry_id IS NULL OR o.kind NOT IN ('deposit', 'withdrawal')
+                  OR EXISTS ((SELECT account_id, amount FROM ledger.postings
+                              WHERE entry_id = e.id
+                              EXCEPT SELECT account_id, -amount FROM ledger.postings
+                              WHERE entry_id = o.id)
+                             UNION ALL
+                             (SELECT account_id, -amount FROM ledger.postings
+                              WHERE entry_id = o.id
+                              EXCEPT SELECT account_id, amount FROM ledger.postings
+                              WHERE entry_id = e.id)))
+           UNION ALL
+           SELECT 'entry ' || r.reversal_entry_id || ' is recorded as reversing entry '
+                  || r.reversed_entry_id || ' but is a ' || e.kind
+           FROM ledger.reversals r JOIN ledger.entries e ON e.id = r.reversal_entry_id
+           WHERE e.kind <> 'reversal' AND (DAY_FILTER_E)""",
+    ),
+    (
         "posting_currency",
         """SELECT 'entry ' || p.entry_id || ' leg ' || p.leg || ': posting in ' || p.currency
                   || ' on account ' || a.code || ' kept in ' || a.currency

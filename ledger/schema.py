@@ -13,7 +13,9 @@ SCHEMA = "ledger"
 metadata = sa.MetaData(schema=SCHEMA)
 
 ACCOUNT_KINDS = ("wallet", "hold", "pot", "commission", "cashier")
-ENTRY_KINDS = ("deposit", "withdrawal", "hold", "release", "start", "settle", "void")
+ENTRY_KINDS = ("deposit", "withdrawal", "hold", "release", "start", "settle", "void", "reversal")
+# entry kinds a reversal may correct (cashier movements; match money has its own flows)
+REVERSIBLE_KINDS = ("deposit", "withdrawal")
 POT_STATUSES = ("open", "settled", "voided")
 CASHIER_CODE = "external:cashier"
 COMMISSION_PREFIX = "house:commission:"
@@ -91,6 +93,21 @@ stakes = sa.Table(
     sa.Column("wallet_id", sa.BigInteger, sa.ForeignKey("ledger.accounts.id"), nullable=False),
     sa.Column("hold_id", sa.BigInteger, sa.ForeignKey("ledger.accounts.id"), nullable=False),
     sa.Column("amount", sa.BigInteger, nullable=False),
+)
+
+reversals = sa.Table(
+    "reversals",
+    metadata,
+    sa.Column(
+        "reversed_entry_id", sa.BigInteger, sa.ForeignKey("ledger.entries.id"), primary_key=True
+    ),
+    sa.Column(
+        "reversal_entry_id",
+        sa.BigInteger,
+        sa.ForeignKey("ledger.entries.id"),
+        nullable=False,
+        unique=True,
+    ),
 )
 
 chain_links = sa.Table(

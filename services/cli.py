@@ -17,7 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rules": ("services.engine.rules.cli", "list variants, replay a hand"),
     "audit": ("fairness.cli", "recompute shuffles, verify hand transcripts"),
     "finance": ("ledger.cli", "trial balance, reconciliation, hash-chain check, exports"),
-    "cashier": ("ledger.cashier_cli", "deposit to or withdraw from a player's wallet"),
+    "cashier": ("ledger.cashier_cli", "deposit, withdraw or reverse a cashier entry"),
 }
 
 

@@ -27,6 +27,7 @@ from services.ledger.contract import (
     DepositRequest,
     HoldRequest,
     ReleaseRequest,
+    ReversalRequest,
     SettleMatchRequest,
     StartMatchRequest,
     VoidMatchRequest,
@@ -141,6 +142,13 @@ async def void_match(request: Request[Any, Any, Any], state: State) -> Response[
     data = await _body(request, VoidMatchRequest)
     args = _ledger(state).void_args(data.idempotency_key, data.match_id, data.reason)
     return await _run(state, "void", args)
+
+
+@post("/v1/reversals", status_code=200)
+async def reverse(request: Request[Any, Any, Any], state: State) -> Response[bytes]:
+    data = await _body(request, ReversalRequest)
+    args = _ledger(state).reverse_args(data.idempotency_key, data.entry_id, data.reference)
+    return await _run(state, "reverse", args)
 
 
 @get("/v1/wallets/{player:str}")
@@ -332,6 +340,7 @@ def create_app(
             start_match,
             settle_match,
             void_match,
+            reverse,
             wallet,
             trial_balance_report,
             pots_report,

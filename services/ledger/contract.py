@@ -14,6 +14,7 @@ Endpoints (all need a service credential; 4xx bodies are ``{"error": code, "deta
     POST /v1/matches/start                 StartMatchRequest -> EntryResult (matchmaking)
     POST /v1/matches/settle                SettleMatchRequest -> EntryResult (engine)
     POST /v1/matches/void                  VoidMatchRequest -> EntryResult  (engine/matchmaking)
+    POST /v1/reversals                     ReversalRequest  -> EntryResult  (cashier corrections)
     GET  /v1/wallets/{player}              -> WalletBalance
     GET  /v1/reports/trial-balance[?at=ISO]
     GET  /v1/reports/pots[?status=open|settled|voided][&format=csv]
@@ -40,6 +41,7 @@ __all__ = [
     "Payout",
     "PostingOut",
     "ReleaseRequest",
+    "ReversalRequest",
     "SeatStake",
     "SettleMatchRequest",
     "StartMatchRequest",
@@ -129,6 +131,19 @@ class VoidMatchRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     idempotency_key: Key
     match_id: RefId
     reason: Text = ""
+
+
+class ReversalRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Correct a cashier deposit or withdrawal: one new entry with its postings negated.
+
+    An entry is reversed at most once (409 ``entry_already_reversed``); 404 ``unknown_entry``;
+    422 ``entry_not_reversible`` for holds, starts, settlements, voids and reversals;
+    422 ``insufficient_funds`` when the wallet no longer holds a deposit being reversed.
+    """
+
+    idempotency_key: Key
+    entry_id: Annotated[int, msgspec.Meta(gt=0, le=2**63 - 1)]
+    reference: Text
 
 
 class WalletBalance(msgspec.Struct, frozen=True):

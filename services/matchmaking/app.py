@@ -16,6 +16,7 @@ from services.common.http import InternalClient
 from services.common.logging import get_logger
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
+from services.matchmaking.db import Database
 from services.matchmaking.service import Clock, JoinSpec, Matchmaker, _hash, wall_clock_ms
 
 log = get_logger()
@@ -166,8 +167,11 @@ def create_app(
         engine = InternalClient(
             settings.url_of("engine"), settings, "matchmaking", transport=engine_transport
         )
+        db = await Database.connect(
+            settings.database_url, max_size=pool_size, application_name="mesa-matchmaking"
+        )
         app.state.matchmaker = Matchmaker(
-            app.state.db, cfg, ledger=ledger, engine=engine, currency=settings.currency, clock=clock
+            db, cfg, ledger=ledger, engine=engine, currency=settings.currency, clock=clock
         )
         if cfg.sweep_interval_ms > 0:
             app.state.sweeper = asyncio.create_task(_sweep_forever(app.state.matchmaker, cfg))
@@ -182,6 +186,7 @@ def create_app(
         if mm is not None:
             await mm.ledger.aclose()
             await mm.engine.aclose()
+            await mm.db.close()
 
     return create_service_app(
         "matchmaking",
@@ -189,7 +194,8 @@ def create_app(
         route_handlers=ROUTE_HANDLERS,
         on_startup=[start],
         on_shutdown=[stop],
-        pool_size=pool_size,
+        # The shared engine serves /health only; matchmaking runs on its own asyncpg pool.
+        pool_size=2,
     )
 
 

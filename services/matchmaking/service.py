@@ -26,10 +26,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import asyncpg
 import msgspec
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from services.common.errors import ServiceError, bad_request, conflict, not_found
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
@@ -45,13 +43,13 @@ from services.ledger.contract import (
 )
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig
+from services.matchmaking.db import RETRY_SQLSTATES, Conn, Database, text
 from services.matchmaking.kinds import CATALOGUE, TIERS, Kind, across
 
 log = get_logger()
 
 Clock = Callable[[], int]
 LIVE = ("pending", "seated", "staked")
-_RETRY_SQLSTATES = {"23505", "40001", "40P01"}
 # Ledger refusals that mean a hold is already gone: releasing it again is done.
 _RELEASE_DONE = {"hold_closed", "unknown_hold"}
 _INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -61,13 +59,8 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _sqlstate(exc: DBAPIError) -> str:
-    orig = exc.orig
-    for candidate in (orig, getattr(orig, "__cause__", None)):
-        state = getattr(candidate, "sqlstate", None)
-        if state:
-            return str(state)
-    return ""
+def _sqlstate(exc: asyncpg.PostgresError) -> str:
+    return str(getattr(exc, "sqlstate", "") or "")
 
 
 def _hash(body: msgspec.Struct) -> bytes:
@@ -111,7 +104,7 @@ class _Resume(Exception):
 class Matchmaker:
     def __init__(
         self,
-        db: AsyncEngine,
+        db: Database,
         config: MatchmakingConfig,
         *,
         ledger: InternalClient,
@@ -160,7 +153,7 @@ class Matchmaker:
             raise not_found("unknown_kind", f"no table kind {kind!r} is offered")
         if tier is not None and tier not in TIERS:
             raise bad_request("tier_not_offered", f"no tier {tier!r}")
-        async with self.db.connect() as conn:
+        async with self.db.connect_() as conn:
             rows = (
                 await conn.execute(
                     text(
@@ -197,11 +190,9 @@ class Matchmaker:
             ]
         )
 
-    async def table_status(
-        self, table_id: str, conn: AsyncConnection | None = None
-    ) -> c.TableStatus:
+    async def table_status(self, table_id: str, conn: Conn | None = None) -> c.TableStatus:
         if conn is None:
-            async with self.db.connect() as own:
+            async with self.db.connect_() as own:
                 return await self.table_status(table_id, own)
         t = (
             await conn.execute(
@@ -252,7 +243,7 @@ class Matchmaker:
         )
 
     async def player_tables(self, player_id: str) -> c.PlayerTables:
-        async with self.db.connect() as conn:
+        async with self.db.connect_() as conn:
             ids = (
                 await conn.execute(
                     text(
@@ -293,9 +284,10 @@ class Matchmaker:
             raise
         if may_start or resumed:
             await self._try_start(table_id)
+        # A success is not stored: a retry resumes from the reservation ids the first attempt
+        # recorded and answers with the table as it is now (`replayed: true`).
         result = await self._join_result(table_id, reservations)
-        await self._store_response(spec, 200, msgspec.json.encode(result))
-        return result
+        return msgspec.structs.replace(result, replayed=True) if resumed else result
 
     def _replayed(self, replay: _Replay) -> c.JoinResult:
         if replay.status != 200:
@@ -304,23 +296,21 @@ class Matchmaker:
         result = msgspec.json.decode(replay.body, type=c.JoinResult)
         return msgspec.structs.replace(result, replayed=True)
 
-    async def _retrying(self, work: Callable[[AsyncConnection], Any]) -> Any:
-        last: DBAPIError | None = None
+    async def _retrying(self, work: Callable[[Conn], Any]) -> Any:
+        last: asyncpg.PostgresError | None = None
         for attempt in range(self.config.tx_attempts):
             try:
                 async with self.db.begin() as conn:
                     return await work(conn)
-            except DBAPIError as exc:
-                if _sqlstate(exc) not in _RETRY_SQLSTATES:
+            except asyncpg.PostgresError as exc:
+                if _sqlstate(exc) not in RETRY_SQLSTATES:
                     raise
                 last = exc
                 await asyncio.sleep(0.001 * (attempt + 1))
         log.warning("tx_retries_exhausted", error=str(last)[:200])
         raise ServiceError(503, "busy", "too much contention; retry with the same key")
 
-    async def _claim(
-        self, conn: AsyncConnection, player_id: str, key: str, op: str, digest: bytes
-    ) -> None:
+    async def _claim(self, conn: Conn, player_id: str, key: str, op: str, digest: bytes) -> None:
         """Record the request key, or replay/resume the request that used it before."""
         inserted = (
             await conn.execute(
@@ -363,9 +353,7 @@ class Matchmaker:
                 {"b": body, "s": status, "p": spec.player_id, "k": spec.idempotency_key},
             )
 
-    async def _reserve(
-        self, conn: AsyncConnection, spec: JoinSpec, players: list[str]
-    ) -> list[Res]:
+    async def _reserve(self, conn: Conn, spec: JoinSpec, players: list[str]) -> list[Res]:
         await self._claim(conn, spec.player_id, spec.idempotency_key, spec.op, spec.request_hash)
         now = self.clock()
         live = (
@@ -460,13 +448,17 @@ class Matchmaker:
         return None
 
     async def _lock_table(
-        self, conn: AsyncConnection, where: str, params: dict[str, Any]
+        self,
+        conn: Conn,
+        where: str,
+        params: dict[str, Any],
+        tail: str = "FOR UPDATE",
     ) -> dict[str, Any] | None:
         row = (
             await conn.execute(
                 text(
                     "SELECT id, kind, tier, stake_cents, seat_count, pairs, status, taken, "
-                    f"private, vs_cpu FROM matchmaking.tables WHERE {where} FOR UPDATE"
+                    f"private, vs_cpu FROM matchmaking.tables t WHERE {where} {tail}"
                 ),
                 params,
             )
@@ -488,7 +480,7 @@ class Matchmaker:
         return table
 
     async def _table_by_code(
-        self, conn: AsyncConnection, spec: JoinSpec, players: list[str]
+        self, conn: Conn, spec: JoinSpec, players: list[str]
     ) -> dict[str, Any]:
         table = await self._lock_table(conn, "invite_code = :code", {"code": spec.invite_code})
         if table is None:
@@ -504,21 +496,20 @@ class Matchmaker:
         return table
 
     async def _quick_table(
-        self, conn: AsyncConnection, spec: JoinSpec, players: list[str]
+        self, conn: Conn, spec: JoinSpec, players: list[str]
     ) -> dict[str, Any] | None:
         excluded: list[str] = []
         for _ in range(self.config.quick_join_candidates):
+            # SKIP LOCKED: under load, joiners spread over the fullest tables nobody else is
+            # changing right now instead of queueing on one row.
             table = await self._lock_table(
                 conn,
-                """id = (
-                    SELECT t.id FROM matchmaking.tables t
-                    WHERE t.kind = :kind AND t.tier = :tier AND t.status = 'waiting'
-                      AND NOT t.private AND NOT t.vs_cpu AND t.taken <= t.seat_count - :n
-                      AND t.id <> ALL(:excluded)
-                      AND NOT EXISTS (SELECT 1 FROM matchmaking.reservations r
-                                      WHERE r.table_id = t.id AND r.player_id = ANY(:players)
-                                        AND r.status IN ('pending','seated','staked'))
-                    ORDER BY t.taken DESC, t.created_ms LIMIT 1)""",
+                """t.kind = :kind AND t.tier = :tier AND t.status = 'waiting'
+                   AND NOT t.private AND NOT t.vs_cpu AND t.taken <= t.seat_count - :n
+                   AND t.id <> ALL(:excluded)
+                   AND NOT EXISTS (SELECT 1 FROM matchmaking.reservations r
+                                   WHERE r.table_id = t.id AND r.player_id = ANY(:players)
+                                     AND r.status IN ('pending','seated','staked'))""",
                 {
                     "kind": spec.kind,
                     "tier": spec.tier,
@@ -526,6 +517,7 @@ class Matchmaker:
                     "excluded": excluded,
                     "players": players,
                 },
+                tail="ORDER BY t.taken DESC, t.created_ms LIMIT 1 FOR UPDATE SKIP LOCKED",
             )
             if table is None:
                 return None
@@ -538,7 +530,7 @@ class Matchmaker:
             excluded.append(table["id"])
         return None
 
-    async def _new_table(self, conn: AsyncConnection, spec: JoinSpec, now: int) -> dict[str, Any]:
+    async def _new_table(self, conn: Conn, spec: JoinSpec, now: int) -> dict[str, Any]:
         kind_id = spec.kind or ""
         tier = spec.tier or "free"
         kind = CATALOGUE[kind_id]
@@ -586,7 +578,7 @@ class Matchmaker:
         }
 
     async def _load_reservations(self, ids: Sequence[str]) -> list[Res]:
-        async with self.db.connect() as conn:
+        async with self.db.connect_() as conn:
             rows = (
                 await conn.execute(
                     text(
@@ -653,7 +645,7 @@ class Matchmaker:
     async def _mark_seated(self, ids: list[str], table_id: str) -> bool:
         """Mark held seats 'seated'; True when the table is now full of seated players."""
 
-        async def work(conn: AsyncConnection) -> bool:
+        async def work(conn: Conn) -> bool:
             row = (
                 await conn.execute(
                     text(
@@ -680,7 +672,7 @@ class Matchmaker:
         table_id = failed[0].table_id
         now = self.clock()
 
-        async def work(conn: AsyncConnection) -> None:
+        async def work(conn: Conn) -> None:
             await conn.execute(
                 text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table_id}
             )
@@ -704,7 +696,7 @@ class Matchmaker:
         for r in held:
             await self._release(r.id)
 
-    async def _recount(self, conn: AsyncConnection, table_id: str, now: int) -> None:
+    async def _recount(self, conn: Conn, table_id: str, now: int) -> None:
         await conn.execute(
             text(
                 "UPDATE matchmaking.tables SET updated_ms = :now, taken = (SELECT count(*) FROM "
@@ -746,7 +738,7 @@ class Matchmaker:
         digest = _hash(req)
         now = self.clock()
 
-        async def work(conn: AsyncConnection) -> tuple[str, int]:
+        async def work(conn: Conn) -> tuple[str, int]:
             await self._claim(conn, req.player_id, req.idempotency_key, "leave", digest)
             table = await self._lock_table(conn, "id = :t", {"t": req.table_id})
             if table is None:
@@ -828,7 +820,7 @@ class Matchmaker:
     async def _try_start(self, table_id: str) -> None:
         now = self.clock()
 
-        async def work(conn: AsyncConnection) -> tuple[str, str] | None:
+        async def work(conn: Conn) -> tuple[str, str] | None:
             table = await self._lock_table(conn, "id = :t", {"t": table_id})
             if table is None or table["status"] != "waiting":
                 return None
@@ -882,7 +874,7 @@ class Matchmaker:
         await self._create_match(table_id)
 
     async def _seats(self, table_id: str) -> list[Res]:
-        async with self.db.connect() as conn:
+        async with self.db.connect_() as conn:
             rows = (
                 await conn.execute(
                     text(
@@ -943,7 +935,7 @@ class Matchmaker:
         log.warning("pot_move_refused", table=table_id, code=exc.code, dropped=len(bad))
         now = self.clock()
 
-        async def work(conn: AsyncConnection) -> None:
+        async def work(conn: Conn) -> None:
             await conn.execute(
                 text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table_id}
             )
@@ -1050,7 +1042,7 @@ class Matchmaker:
         now = self.clock()
         batch = self.config.sweep_batch_size
         counts = {"expired": 0, "pending": 0, "releasing": 0, "starting": 0, "started": 0}
-        async with self.db.connect() as conn:
+        async with self.db.connect_() as conn:
             expired = (
                 await conn.execute(
                     text(
@@ -1106,7 +1098,7 @@ class Matchmaker:
     async def _expire(self, reservation_id: str, table_id: str) -> bool:
         now = self.clock()
 
-        async def work(conn: AsyncConnection) -> bool:
+        async def work(conn: Conn) -> bool:
             locked = (
                 await conn.execute(
                     text("SELECT status FROM matchmaking.tables WHERE id = :t FOR UPDATE"),

@@ -77,13 +77,11 @@ _FITS_LEFT = _plays_by_subset(_PLAY_LEFT)
 _FITS_RIGHT = _plays_by_subset(_PLAY_RIGHT)
 # Tiles by opening rank, highest first (first-hand "highest double, else highest tile").
 _BY_RANK = tuple(sorted(range(TILE_COUNT), key=rank, reverse=True))
-_NUMS = MAX_PIP + 1
-# _OTHER_HALF[t * _NUMS + n]: the other half of tile t when it holds n, else -1.
-_OTHER_HALF = [
-    (HIGH[t] if LOW[t] == n else LOW[t] if HIGH[t] == n else -1)
+# _OTHER_HALF[t][n]: the other half of tile t when it holds n, else -1.
+_OTHER_HALF = tuple(
+    tuple(HIGH[t] if LOW[t] == n else LOW[t] if HIGH[t] == n else -1 for n in range(MAX_PIP + 1))
     for t in range(TILE_COUNT)
-    for n in range(MAX_PIP + 1)
-]
+)
 _PIPS_OF_BIT = {1 << t: PIPS[t] for t in range(TILE_COUNT)}
 # Side of each seat, by (pairs, seats): `RuleSet.side_of` as a table.
 _SIDES = {
@@ -369,42 +367,56 @@ def apply(state: HandState, action: Action) -> tuple[HandState, tuple[Event, ...
         h = hands[seat]
         if type(t) is not int or t < 0 or not (h >> t) & 1:
             raise IllegalAction("not_in_hand", f"seat {seat} does not hold that tile")
+        bit = 1 << t
         le = state.left
         r = state.right
         if le < 0:
             end, nl, nr = _opening_ends(state, action, t)
-            return _play(state, seat, t, h ^ (1 << t), le, r, end, nl, nr)
+            return _play(state, seat, t, h ^ bit, le, r, end, nl, nr)
         end = action.end
         if end == LEFT:
-            nl = _OTHER_HALF[t * _NUMS + le]
+            nl = _OTHER_HALF[t][le]
             if nl < 0:
                 raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")
             nr = r
         elif end == RIGHT:
-            nr = _OTHER_HALF[t * _NUMS + r]
+            nr = _OTHER_HALF[t][r]
             if nr < 0:
                 raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the right end {r}")
             nl = le
         else:
             raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
-        h ^= 1 << t
+        h ^= bit
         # The common case, in a few lines: the hand goes on, no pase is due and the next seat
         # has a fitting tile (no forced pass or draw, no bonus).
         if h and (not state.passes or _pase_due(state, seat) is None):
             fit = NUM_MASK[nl] | NUM_MASK[nr]
-            live = state.live ^ (1 << t)
+            live = state.live ^ bit
             rules = state.rules
             nxt = seat + 1
             if nxt == rules.seats:
                 nxt = 0
             if hands[nxt] & fit and (live & fit or rules.tranque_detect != V.TRANQUE_LOCK):
-                new_hands = list(hands)
-                new_hands[seat] = h
+                new_hands: tuple[int, ...]
+                if len(hands) == 4:
+                    a, b, c, d = hands
+                    if seat == 0:
+                        new_hands = (h, b, c, d)
+                    elif seat == 1:
+                        new_hands = (a, h, c, d)
+                    elif seat == 2:
+                        new_hands = (a, b, h, d)
+                    else:
+                        new_hands = (a, b, c, h)
+                else:
+                    listed = list(hands)
+                    listed[seat] = h
+                    new_hands = tuple(listed)
                 pe = PlayEvent(seat, t, end, nl, nr)
                 return HandState(
                     rules,
                     state.setup,
-                    tuple(new_hands),
+                    new_hands,
                     state.stock,
                     nl,
                     nr,

@@ -38,6 +38,8 @@ class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     engine_attempts: int = 3
     engine_retry_ms: int = 50
     invite_code_length: int = 6
+    # Idempotency records older than this are purged (a retry after it is a new request).
+    request_retention_ms: int = 86_400_000
 
     def offered_tiers(self, kind: str) -> list[str]:
         table = self.offered if self.offered is not None else default_offered()
@@ -51,7 +53,12 @@ class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
                 for tier in tiers:
                     if tier not in TIERS:
                         raise ConfigError(f"matchmaking.offered[{kind}]: unknown tier {tier!r}")
-        for name in ("reservation_ttl_ms", "disconnect_grace_ms", "repair_after_ms"):
+        for name in (
+            "reservation_ttl_ms",
+            "disconnect_grace_ms",
+            "repair_after_ms",
+            "request_retention_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"matchmaking.{name} must be positive")
         if self.sweep_interval_ms < 0 or not 1 <= self.sweep_batch_size <= 10_000:

@@ -1041,7 +1041,15 @@ class Matchmaker:
         """One bounded pass: expiries, stuck pending/releasing seats, stuck starts."""
         now = self.clock()
         batch = self.config.sweep_batch_size
-        counts = {"expired": 0, "pending": 0, "releasing": 0, "starting": 0, "started": 0}
+        counts = {
+            "expired": 0,
+            "pending": 0,
+            "releasing": 0,
+            "starting": 0,
+            "started": 0,
+            "full": 0,
+            "purged": 0,
+        }
         async with self.db.connect_() as conn:
             expired = (
                 await conn.execute(
@@ -1069,12 +1077,22 @@ class Matchmaker:
                 await conn.execute(
                     text(
                         "SELECT id, status, match_id FROM matchmaking.tables "
-                        "WHERE status IN ('starting','started') AND updated_ms < :stale "
+                        "WHERE (status IN ('starting','started') OR (status = 'waiting' "
+                        "AND taken = seat_count)) AND updated_ms < :stale "
                         "ORDER BY updated_ms LIMIT :n"
                     ),
                     {"stale": stale, "n": batch},
                 )
             ).all()
+            purged = await conn.execute(
+                text(
+                    "DELETE FROM matchmaking.requests WHERE ctid = ANY(ARRAY(SELECT ctid FROM "
+                    "matchmaking.requests WHERE created_ms < :old ORDER BY created_ms "
+                    "LIMIT :n)) RETURNING 1"
+                ),
+                {"old": now - self.config.request_retention_ms, "n": batch},
+            )
+            counts["purged"] = len(purged.all())
         for row in expired:
             if await self._expire(row.id, row.table_id):
                 counts["expired"] += 1
@@ -1087,6 +1105,11 @@ class Matchmaker:
                 counts["releasing"] += 1
                 await self._release(res.id)
         for t in tables:
+            if t.status == "waiting":
+                # full but not started (a refused pot move named no seat): try again
+                counts["full"] += 1
+                await self._try_start(t.id)
+                continue
             counts[t.status] += 1
             if t.status == "starting":
                 if await self._move_pot(t.id, t.match_id):

@@ -311,3 +311,15 @@ async def test_ledger_outage_leaves_a_pending_seat_that_the_sweeper_repairs(db, 
 
 async def test_remote_error_type_is_exported():
     assert RemoteError(409, "x", "y").code == "x"
+
+
+async def test_idempotency_records_are_purged_after_their_retention(db, internal_secret):
+    config = MatchmakingConfig(sweep_interval_ms=0, request_retention_ms=1_000)
+    async with stack(db, internal_secret, config) as s:
+        first = await s.quick("purge1", "casa-individual", "free", key="pk")
+        await s.leave("purge1", first.table.table_id, key="pl")
+        s.clock.advance(2_000)
+        assert (await s.matchmaker.sweep_once())["purged"] >= 2
+        again = await s.quick("purge1", "casa-individual", "free", key="pk")
+        assert not again.replayed
+        assert again.reservations[0].reservation_id != first.reservations[0].reservation_id

@@ -6,8 +6,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, get, patch, post
+from litestar.params import Parameter
 
 from api import accounts
+from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_auth import Me, me_of
 from api.security import require
 from services.common.errors import ServiceError
@@ -28,17 +30,17 @@ class UpdateUser(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     status: Literal["active", "locked"] | None = None
 
 
-@get("/api/admin/users", tags=["admin"])
+@get("/api/admin/users", tags=["admin"], responses=READ_ERRORS)
 async def list_users(
     request: Request[Any, Any, Any],
-    after: Annotated[str, msgspec.Meta(max_length=32)] = "",
-    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 100,
+    after: Annotated[str, Parameter(pattern=r"^[a-z0-9_.-]{0,32}$")] = "",
+    limit: Annotated[int, Parameter(ge=1, le=200)] = 100,
 ) -> list[Me]:
     await require(request, "admin")
     return [me_of(u) for u in await accounts.list_users(request.app.state.db, limit, after)]
 
 
-@post("/api/admin/users", status_code=201, tags=["admin"])
+@post("/api/admin/users", status_code=201, tags=["admin"], responses=WRITE_ERRORS)
 async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
     await require(request, "admin")
     try:
@@ -52,7 +54,7 @@ async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
     return me_of(user)
 
 
-@patch("/api/admin/users/{user_id:str}", tags=["admin"])
+@patch("/api/admin/users/{user_id:str}", tags=["admin"], responses=WRITE_ERRORS)
 async def update_user(request: Request[Any, Any, Any], user_id: str, data: UpdateUser) -> Me:
     """Change a role, lock (signs the user out everywhere) or unlock."""
     session = await require(request, "admin")

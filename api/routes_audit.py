@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, get
+from litestar.params import Parameter
 
 from api.backends import call, get_backends
+from api.openapi_errors import READ_ERRORS
 from api.security import require
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
@@ -28,7 +29,9 @@ from services.engine.audit_contract import (
 
 DEAL_ID_RE = re.compile(r"^[A-Za-z0-9._/-]{1,128}$")
 MATCH_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
-Size = Annotated[int, msgspec.Meta(ge=0, le=2**40)]
+# Query parameters: Litestar documents and enforces `Parameter` constraints (not msgspec.Meta).
+Size = Annotated[int, Parameter(ge=0, le=2**40)]
+OptionalSize = Annotated[int | None, Parameter(ge=0, le=2**40)]
 
 
 def _deal(deal_id: str) -> str:
@@ -37,7 +40,7 @@ def _deal(deal_id: str) -> str:
     return deal_id
 
 
-@get("/api/history", tags=["player"])
+@get("/api/history", tags=["player"], responses=READ_ERRORS)
 async def my_history(
     request: Request[Any, Any, Any], match_id: str | None = None
 ) -> TranscriptList:
@@ -52,7 +55,7 @@ async def my_history(
     return await call("engine", engine.get("/internal/audit/transcripts", TranscriptList, params))
 
 
-@get("/api/transcripts/{deal_id:path}", tags=["audit"])
+@get("/api/transcripts/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
 async def transcript(request: Request[Any, Any, Any], deal_id: str) -> Any:
     """A finished hand's transcript (docs/fairness.md, section 6)."""
     session = await require(request, "player", "auditor")
@@ -68,12 +71,12 @@ async def transcript(request: Request[Any, Any, Any], deal_id: str) -> Any:
     return doc
 
 
-@get("/api/audit/transcripts", tags=["audit"])
+@get("/api/audit/transcripts", tags=["audit"], responses=READ_ERRORS)
 async def transcripts(
     request: Request[Any, Any, Any],
     match_id: str | None = None,
     player: str | None = None,
-    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 50,
+    limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
 ) -> TranscriptList:
     """Finished hands, newest first (filter by match or player)."""
     await require(request, "auditor")
@@ -90,7 +93,7 @@ async def transcripts(
     return await call("engine", engine.get("/internal/audit/transcripts", TranscriptList, params))
 
 
-@get("/api/audit/checkpoint", tags=["audit"])
+@get("/api/audit/checkpoint", tags=["audit"], responses=READ_ERRORS)
 async def checkpoint(request: Request[Any, Any, Any]) -> SignedEnvelope:
     """The latest signed checkpoint of the transparency log."""
     await require(request, "auditor", "player")
@@ -98,7 +101,7 @@ async def checkpoint(request: Request[Any, Any, Any]) -> SignedEnvelope:
     return await call("engine", engine.get("/internal/audit/checkpoint", SignedEnvelope))
 
 
-@get("/api/audit/proofs/inclusion", tags=["audit"])
+@get("/api/audit/proofs/inclusion", tags=["audit"], responses=READ_ERRORS)
 async def inclusion(
     request: Request[Any, Any, Any], leaf_index: Size, tree_size: Size
 ) -> InclusionProof:
@@ -110,9 +113,9 @@ async def inclusion(
     )
 
 
-@get("/api/audit/proofs/deal/{deal_id:path}", tags=["audit"])
+@get("/api/audit/proofs/deal/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
 async def deal_inclusion(
-    request: Request[Any, Any, Any], deal_id: str, tree_size: Size | None = None
+    request: Request[Any, Any, Any], deal_id: str, tree_size: OptionalSize = None
 ) -> InclusionProof:
     """Inclusion proof of a deal's commitment (against `tree_size`, default: latest)."""
     await require(request, "auditor")
@@ -124,7 +127,7 @@ async def deal_inclusion(
     )
 
 
-@get("/api/audit/proofs/consistency", tags=["audit"])
+@get("/api/audit/proofs/consistency", tags=["audit"], responses=READ_ERRORS)
 async def consistency(
     request: Request[Any, Any, Any], first: Size, second: Size
 ) -> ConsistencyProof:
@@ -136,7 +139,7 @@ async def consistency(
     )
 
 
-@get("/api/audit/keys", tags=["audit"])
+@get("/api/audit/keys", tags=["audit"], responses=READ_ERRORS)
 async def keys(request: Request[Any, Any, Any]) -> KeyList:
     """The operator's public keys (raw hex and PEM), with their key ids."""
     await require(request, "auditor", "player")
@@ -144,7 +147,7 @@ async def keys(request: Request[Any, Any, Any]) -> KeyList:
     return await call("engine", engine.get("/internal/audit/keys", KeyList))
 
 
-@get("/api/audit/orphans", tags=["audit"])
+@get("/api/audit/orphans", tags=["audit"], responses=READ_ERRORS)
 async def orphans(request: Request[Any, Any, Any]) -> OrphanList:
     """Commitments not (yet) followed by exactly one result or void record."""
     await require(request, "auditor")
@@ -152,11 +155,11 @@ async def orphans(request: Request[Any, Any, Any]) -> OrphanList:
     return await call("engine", engine.get("/internal/audit/orphans", OrphanList))
 
 
-@get("/api/audit/leaves", tags=["audit"])
+@get("/api/audit/leaves", tags=["audit"], responses=READ_ERRORS)
 async def leaves(
     request: Request[Any, Any, Any],
     start: Size = 0,
-    end: Annotated[int, msgspec.Meta(ge=0, le=2**40)] = 100,
+    end: Size = 100,
 ) -> LeafList:
     """Raw log leaves [start, end) (at most 1000) for auditors who mirror the log."""
     await require(request, "auditor")

@@ -11,6 +11,7 @@ from litestar.datastructures import Cookie
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import accounts
+from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -122,7 +123,7 @@ def _limits(request: Request[Any, Any, Any]) -> SignInLimits:
     return limits
 
 
-@post("/api/auth/register", status_code=201, tags=["auth"])
+@post("/api/auth/register", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
 async def register(request: Request[Any, Any, Any], data: RegisterRequest) -> Response[SignedIn]:
     """Create a player account and sign in (cookie session)."""
     _limits(request).check(data.username.lower(), client_address(request))
@@ -153,14 +154,14 @@ async def _authenticate(request: Request[Any, Any, Any], username: str, password
     return user
 
 
-@post("/api/auth/login", status_code=200, tags=["auth"])
+@post("/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
 async def login(request: Request[Any, Any, Any], data: LoginRequest) -> Response[SignedIn]:
     """Sign in for the web page: sets the HttpOnly session cookie and the CSRF cookie."""
     user = await _authenticate(request, data.username, data.password)
     return await _signed_in(request, user)
 
 
-@post("/api/auth/tokens", status_code=201, tags=["auth"])
+@post("/api/auth/tokens", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
 async def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> TokenOut:
     """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
     user = await _authenticate(request, data.username, data.password)
@@ -170,7 +171,7 @@ async def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> T
     return TokenOut(token=token, token_type="bearer", expires_at=expires)
 
 
-@post("/api/auth/logout", status_code=200, tags=["auth"])
+@post("/api/auth/logout", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
 async def logout(request: Request[Any, Any, Any]) -> Response[Ok]:
     """End this session (or revoke this bearer token)."""
     session = await require(request)
@@ -184,13 +185,13 @@ async def logout(request: Request[Any, Any, Any]) -> Response[Ok]:
     )
 
 
-@get("/api/me", tags=["auth"])
+@get("/api/me", tags=["auth"], responses=READ_ERRORS)
 async def whoami(request: Request[Any, Any, Any]) -> Me:
     session = await require(request)
     return me_of(session.user)
 
 
-@post("/api/me/self-exclusion", status_code=200, tags=["player"])
+@post("/api/me/self-exclusion", status_code=200, tags=["player"], responses=WRITE_ERRORS)
 async def self_exclude(request: Request[Any, Any, Any], data: SelfExcludeRequest) -> Me:
     """Exclude yourself from paid tables for `days` days (cannot be shortened here)."""
     session = await require(request, "player")

@@ -11,9 +11,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, get, post
+from litestar.params import Parameter
 
 from api import accounts
 from api.backends import call, get_backends
+from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, require_player_may_pay
 from services.common.errors import ServiceError
 from services.matchmaking.contract import (
@@ -139,7 +141,7 @@ async def _paid_check(request: Request[Any, Any, Any], tier: str, partner: str |
             raise ServiceError(403, "partner_unavailable", "your partner cannot sit at paid tables")
 
 
-@get("/api/lobby/kinds", tags=["lobby"])
+@get("/api/lobby/kinds", tags=["lobby"], responses=READ_ERRORS)
 async def kinds(request: Request[Any, Any, Any]) -> KindList:
     """Table kinds and the stake tiers each is offered at."""
     await require(request)
@@ -147,9 +149,11 @@ async def kinds(request: Request[Any, Any, Any]) -> KindList:
     return await call("matchmaking", mm.get("/v1/kinds", KindList))
 
 
-@get("/api/lobby/tables", tags=["lobby"])
+@get("/api/lobby/tables", tags=["lobby"], responses=READ_ERRORS)
 async def open_tables(
-    request: Request[Any, Any, Any], kind: KindId | None = None, tier: Tier | None = None
+    request: Request[Any, Any, Any],
+    kind: Annotated[str | None, Parameter(pattern=r"^[a-z0-9-]{1,40}$")] = None,
+    tier: Tier | None = None,
 ) -> Lobby:
     """Open public tables with free seats."""
     await require(request, "player")
@@ -158,7 +162,7 @@ async def open_tables(
     return await call("matchmaking", mm.get("/v1/lobby", Lobby, params=params))
 
 
-@get("/api/lobby/mine", tags=["lobby"])
+@get("/api/lobby/mine", tags=["lobby"], responses=READ_ERRORS)
 async def my_tables(request: Request[Any, Any, Any]) -> list[TableOut]:
     """Tables where you hold a seat (with the match id once the table has started)."""
     session = await require(request, "player")
@@ -167,7 +171,7 @@ async def my_tables(request: Request[Any, Any, Any]) -> list[TableOut]:
     return [table_out(t, session.user.id) for t in found.tables[:50]]
 
 
-@get("/api/lobby/tables/{table_id:str}", tags=["lobby"])
+@get("/api/lobby/tables/{table_id:str}", tags=["lobby"], responses=READ_ERRORS)
 async def table_status(request: Request[Any, Any, Any], table_id: str) -> TableOut:
     session = await require(request, "player")
     if not msgspec_table_ok(table_id):
@@ -192,7 +196,7 @@ async def _joined(request: Request[Any, Any, Any], path: str, body: Any, me: str
     return table_out(result.table, me)
 
 
-@post("/api/lobby/quick-join", status_code=200, tags=["lobby"])
+@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def quick_join(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
     """Sit at the fullest waiting table of that kind and tier (or a new one)."""
     session = await require(request, "player")
@@ -208,7 +212,7 @@ async def quick_join(request: Request[Any, Any, Any], data: JoinRequest) -> Tabl
     return await _joined(request, "/v1/join/quick", body, session.user.id)
 
 
-@post("/api/lobby/private", status_code=200, tags=["lobby"])
+@post("/api/lobby/private", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def create_private(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
     """Open a private table; share its invite code."""
     session = await require(request, "player")
@@ -224,7 +228,7 @@ async def create_private(request: Request[Any, Any, Any], data: JoinRequest) -> 
     return await _joined(request, "/v1/tables/private", body, session.user.id)
 
 
-@post("/api/lobby/join-code", status_code=200, tags=["lobby"])
+@post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def join_by_code(request: Request[Any, Any, Any], data: CodeRequest) -> TableOut:
     """Sit at a private table by its invite code."""
     session = await require(request, "player")
@@ -249,7 +253,7 @@ async def join_by_code(request: Request[Any, Any, Any], data: CodeRequest) -> Ta
     return await _joined(request, "/v1/join/code", body, session.user.id)
 
 
-@post("/api/lobby/cpu", status_code=200, tags=["lobby"])
+@post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def play_vs_cpu(request: Request[Any, Any, Any], data: CpuRequest) -> TableOut:
     """A free table against CPU players, started at once."""
     session = await require(request, "player")
@@ -259,7 +263,7 @@ async def play_vs_cpu(request: Request[Any, Any, Any], data: CpuRequest) -> Tabl
     return await _joined(request, "/v1/tables/cpu", body, session.user.id)
 
 
-@post("/api/lobby/leave", status_code=200, tags=["lobby"])
+@post("/api/lobby/leave", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def leave(request: Request[Any, Any, Any], data: LeaveRequest) -> LeaveResult:
     """Leave a table before it starts (the stake is released)."""
     session = await require(request, "player")

@@ -16,6 +16,7 @@ import msgspec
 from litestar import Request, Response, get, post
 
 from api.backends import call, get_backends
+from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require
 from services.common.errors import ServiceError
 from services.ledger.contract import DepositRequest, EntryResult, WalletBalance, WithdrawRequest
@@ -74,7 +75,7 @@ def _params(**values: str | None) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-@get("/api/me/wallet", tags=["player"])
+@get("/api/me/wallet", tags=["player"], responses=READ_ERRORS)
 async def my_wallet(request: Request[Any, Any, Any]) -> Wallet:
     session = await require(request, "player")
     return await wallet_of(request.app.state, session.user.id)
@@ -100,7 +101,7 @@ async def _statement(state: Any, player: str, since: str | None, until: str | No
         raise
 
 
-@get("/api/me/statement", tags=["player"])
+@get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
 async def my_statement(
     request: Request[Any, Any, Any], since: str | None = None, until: str | None = None
 ) -> Any:
@@ -144,28 +145,28 @@ async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: 
     )
 
 
-@post("/api/finance/deposits", status_code=200, tags=["finance"])
+@post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
 async def deposit(request: Request[Any, Any, Any], data: CashierRequest) -> CashierResult:
     """Cashier deposit: external:cashier -> wallet:<player>."""
     result: CashierResult = await _cashier(request, data, "deposit")
     return result
 
 
-@post("/api/finance/withdrawals", status_code=200, tags=["finance"])
+@post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
 async def withdraw(request: Request[Any, Any, Any], data: CashierRequest) -> CashierResult:
     """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
     result: CashierResult = await _cashier(request, data, "withdrawal")
     return result
 
 
-@get("/api/finance/trial-balance", tags=["finance"])
+@get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
 async def trial_balance(request: Request[Any, Any, Any]) -> Any:
     await require(request, "finance")
     ledger = get_backends(request.app.state).ledger
     return await call("ledger", ledger.get("/v1/reports/trial-balance", Any))
 
 
-@get("/api/finance/pots", tags=["finance"])
+@get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
 async def pots(
     request: Request[Any, Any, Any], status: Literal["open", "settled", "voided"] | None = None
 ) -> Any:
@@ -174,7 +175,7 @@ async def pots(
     return await call("ledger", ledger.get("/v1/reports/pots", Any, params=_params(status=status)))
 
 
-@get("/api/finance/commission", tags=["finance"])
+@get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
 async def commission(
     request: Request[Any, Any, Any],
     by: Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"] = "day",
@@ -188,7 +189,7 @@ async def commission(
     return await call("ledger", ledger.get("/v1/reports/commission", Any, params=params))
 
 
-@get("/api/finance/statements/{player:str}", tags=["finance"])
+@get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
 async def statement(
     request: Request[Any, Any, Any],
     player: str,
@@ -201,7 +202,7 @@ async def statement(
     return await _statement(request.app.state, player, since, until)
 
 
-@get("/api/finance/chain", tags=["finance"])
+@get("/api/finance/chain", tags=["finance"], responses=READ_ERRORS)
 async def chain(request: Request[Any, Any, Any]) -> Any:
     """Verify the journal's hash chain (seals new entries first)."""
     await require(request, "finance")
@@ -245,7 +246,12 @@ def _is_number(text: str) -> bool:
     return True
 
 
-@get("/api/finance/export/{report:str}", tags=["finance"])
+@get(
+    "/api/finance/export/{report:str}",
+    tags=["finance"],
+    media_type="text/csv; charset=utf-8",
+    responses=READ_ERRORS,
+)
 async def export_csv(
     request: Request[Any, Any, Any],
     report: Literal["pots", "commission", "journal", "trial-balance", "statement"],

@@ -27,10 +27,12 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Request, WebSocket, get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
+from litestar.params import Parameter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.backends import Backends, call, get_backends
+from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, session_of
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
@@ -185,13 +187,13 @@ async def read_chat(
 # --- HTTP routes ----------------------------------------------------------------------------
 
 
-@get("/api/chat/phrases", tags=["table"])
+@get("/api/chat/phrases", tags=["table"], responses=READ_ERRORS)
 async def chat_phrases() -> ChatList:
     """The fixed quick phrases and reactions (the page translates the codes)."""
     return ChatList(phrases=list(PHRASES), reactions=list(REACTIONS))
 
 
-@get("/api/matches/{match_id:str}", tags=["table"])
+@get("/api/matches/{match_id:str}", tags=["table"], responses=READ_ERRORS)
 async def match_view(request: Request[Any, Any, Any], match_id: str) -> SeatSnapshot:
     """Your seat's view: your tiles, legal actions, the public table; nobody else's tiles."""
     session = await require(request, "player")
@@ -201,7 +203,9 @@ async def match_view(request: Request[Any, Any, Any], match_id: str) -> SeatSnap
     return await snapshot(backends, match_id, seat)
 
 
-@post("/api/matches/{match_id:str}/actions", status_code=200, tags=["table"])
+@post(
+    "/api/matches/{match_id:str}/actions", status_code=200, tags=["table"], responses=WRITE_ERRORS
+)
 async def match_action(
     request: Request[Any, Any, Any], match_id: str, data: ActionRequest
 ) -> ActionAccepted:
@@ -213,12 +217,12 @@ async def match_action(
     return await submit(backends, match_id, seat, session.user.id, data.seq, data.action)
 
 
-@get("/api/matches/{match_id:str}/events", tags=["table"])
+@get("/api/matches/{match_id:str}/events", tags=["table"], responses=READ_ERRORS)
 async def match_events(
     request: Request[Any, Any, Any],
     match_id: str,
-    after: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] = 0,
-    wait_ms: Annotated[int, msgspec.Meta(ge=0, le=LONG_POLL_MS)] = 0,
+    after: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
+    wait_ms: Annotated[int, Parameter(ge=0, le=LONG_POLL_MS)] = 0,
 ) -> EventPage:
     """Events after `after` as your seat sees them (long-poll up to `wait_ms`)."""
     session = await require(request, "player")
@@ -235,11 +239,11 @@ async def match_events(
     )
 
 
-@get("/api/matches/{match_id:str}/chat", tags=["table"])
+@get("/api/matches/{match_id:str}/chat", tags=["table"], responses=READ_ERRORS)
 async def match_chat(
     request: Request[Any, Any, Any],
     match_id: str,
-    after: Annotated[int, msgspec.Meta(ge=0)] = 0,
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
 ) -> list[ChatMessage]:
     session = await require(request, "player")
     _check_match_id(match_id)
@@ -247,7 +251,7 @@ async def match_chat(
     return await read_chat(request.app.state.db, match_id, after)
 
 
-@post("/api/matches/{match_id:str}/chat", status_code=200, tags=["table"])
+@post("/api/matches/{match_id:str}/chat", status_code=200, tags=["table"], responses=WRITE_ERRORS)
 async def send_chat(
     request: Request[Any, Any, Any], match_id: str, data: ChatRequest
 ) -> ChatMessage:

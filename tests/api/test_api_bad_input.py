@@ -1,7 +1,8 @@
 """Every route, every role, malformed input: always a 4xx with a reason, never a 5xx.
 
-A home-made stand-in for schemathesis (not installed): it walks the OpenAPI description and
-sends wrong types, unknown fields, huge numbers, odd path segments and bodies to each route.
+A home-made walk of the OpenAPI description, complementing the property-based run in
+test_api_schemathesis.py: it sends hand-picked hostile values (wrong types, unknown fields,
+huge numbers, traversal-like path segments, odd bodies) to each route with cookie sessions.
 """
 
 from __future__ import annotations

@@ -96,9 +96,12 @@ class PlatformApp:
 
 
 class Stack:
-    def __init__(self, schema: Any, headers: dict[str, dict[str, str]]) -> None:
+    def __init__(self, schema: Any, headers: dict[str, dict[str, str]], match_id: str) -> None:
         self.schema = schema
         self.headers = headers
+        # A live CPU match of `st_player`: the player's valid cases on the table routes use it,
+        # so they reach the engine's seat view, feed, chat and action checks.
+        self.match_id = match_id
 
 
 @pytest.fixture(scope="module")
@@ -143,18 +146,29 @@ def stack(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> I
         )
         if r.status_code != 200:
             raise RuntimeError(f"deposit: {r.status_code} {r.text}")
+        r = client.post(
+            "/api/lobby/cpu", json={"kind": "apuesta-parejas"}, headers=headers["st_player"]
+        )
+        if r.status_code != 200 or not r.json().get("match_id"):
+            raise RuntimeError(f"cpu table: {r.status_code} {r.text}")
+        match_id: str = r.json()["match_id"]
     try:
-        yield Stack(schema, headers)
+        yield Stack(schema, headers, match_id)
     finally:
         schemathesis_asgi.shutdown_lifespans()
 
 
 def _check_operation(
-    operation: Any, mode: GenerationMode, headers: dict[str, str], counter: list[int]
+    operation: Any,
+    mode: GenerationMode,
+    headers: dict[str, str],
+    counter: list[int],
+    path_parameters: dict[str, str] | None = None,
 ) -> None:
     checks = [*CHECKS, negative_data_rejection] if mode is GenerationMode.NEGATIVE else CHECKS
+    strategy = operation.as_strategy(generation_mode=mode, path_parameters=path_parameters)
 
-    @given(case=operation.as_strategy(generation_mode=mode))
+    @given(case=strategy)
     @settings(
         max_examples=MAX_EXAMPLES,
         deadline=None,
@@ -192,6 +206,9 @@ def _fuzz(stack: Stack, role: str) -> tuple[int, list[str]]:
         for mode in modes:
             try:
                 _check_operation(operation, mode, headers, counter)
+                if user == ROLES["player"] and "{match_id}" in operation.path:
+                    fixed = {"match_id": stack.match_id}
+                    _check_operation(operation, mode, headers, counter, fixed)
             except Unsatisfiable:
                 continue  # nothing here can be made invalid (a free-form path segment only)
             except (Exception, BaseExceptionGroup) as exc:  # every failing operation is reported

@@ -26,6 +26,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 from litestar import Litestar, post
 from litestar.params import JSONBody
 
@@ -174,6 +175,15 @@ def _serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+def _cpu_s(proc: subprocess.Popen[bytes]) -> float:
+    """User + system CPU seconds of a server process and its children."""
+    p = psutil.Process(proc.pid)
+    total = sum(p.cpu_times()[:2])
+    for child in p.children(recursive=True):
+        total += sum(child.cpu_times()[:2])
+    return float(total)
+
+
 def _wait(base: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -211,7 +221,9 @@ def main() -> dict[str, Any]:
         _wait(f"http://127.0.0.1:{ledger_port}")
         base = f"http://127.0.0.1:{mm_port}"
         _wait(base)
+        cpu_before = [_cpu_s(p) for p in procs]
         run = asyncio.run(_run(base, secret))
+        cpu_used = [round(_cpu_s(p) - b, 2) for p, b in zip(procs, cpu_before, strict=True)]
         counts = asyncio.run(_count(url))
         seated_per_s = counts["players_at_started_tables"] / run.pop("elapsed_s")
         results: dict[str, Any] = {
@@ -224,6 +236,11 @@ def main() -> dict[str, Any]:
             "target_seated_per_s": TARGET_SEATED_PER_S,
             "meets_target": seated_per_s >= TARGET_SEATED_PER_S,
             "cpus": os.cpu_count(),
+            "load_average_1m": round(os.getloadavg()[0], 2),
+            "cpu_s_ledger": cpu_used[0],
+            "cpu_s_matchmaking": cpu_used[1],
+            "cpu_ms_per_join_ledger": round(cpu_used[0] * 1000 / max(1, run["joins"]), 2),
+            "cpu_ms_per_join_matchmaking": round(cpu_used[1] * 1000 / max(1, run["joins"]), 2),
         }
         write_result("matchmaking", results)
         return results

@@ -310,20 +310,42 @@ class Matchmaker:
         log.warning("tx_retries_exhausted", error=str(last)[:200])
         raise ServiceError(503, "busy", "too much contention; retry with the same key")
 
-    async def _claim(self, conn: Conn, player_id: str, key: str, op: str, digest: bytes) -> None:
-        """Record the request key, or replay/resume the request that used it before."""
-        inserted = (
+    async def _claim(
+        self,
+        conn: Conn,
+        player_id: str,
+        key: str,
+        op: str,
+        digest: bytes,
+        players: list[str] | None = None,
+    ) -> int:
+        """Record the request key, or replay/resume the request that used it before.
+
+        Returns the most live (waiting) seats any of `players` holds, in the same round trip.
+        """
+        row = (
             await conn.execute(
                 text(
-                    "INSERT INTO matchmaking.requests "
+                    "WITH ins AS (INSERT INTO matchmaking.requests "
                     "(player_id, idempotency_key, op, request_hash, created_ms) "
-                    "VALUES (:p, :k, :op, :h, :now) ON CONFLICT DO NOTHING RETURNING 1"
+                    "VALUES (:p, :k, :op, :h, :now) ON CONFLICT DO NOTHING RETURNING 1) "
+                    "SELECT (SELECT count(*) FROM ins) AS inserted, "
+                    "(SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n "
+                    "FROM matchmaking.reservations WHERE player_id = ANY(:ps) "
+                    "AND status IN ('pending','seated') GROUP BY player_id) x) AS most"
                 ),
-                {"p": player_id, "k": key, "op": op, "h": digest, "now": self.clock()},
+                {
+                    "p": player_id,
+                    "k": key,
+                    "op": op,
+                    "h": digest,
+                    "now": self.clock(),
+                    "ps": players or [],
+                },
             )
-        ).first()
-        if inserted is not None:
-            return
+        ).one()
+        if row.inserted:
+            return int(row.most)
         prior = (
             await conn.execute(
                 text(
@@ -354,21 +376,12 @@ class Matchmaker:
             )
 
     async def _reserve(self, conn: Conn, spec: JoinSpec, players: list[str]) -> list[Res]:
-        await self._claim(conn, spec.player_id, spec.idempotency_key, spec.op, spec.request_hash)
+        most = await self._claim(
+            conn, spec.player_id, spec.idempotency_key, spec.op, spec.request_hash, players
+        )
         now = self.clock()
-        live = (
-            await conn.execute(
-                text(
-                    "SELECT player_id, count(*) AS n FROM matchmaking.reservations "
-                    "WHERE player_id = ANY(:ps) AND status IN ('pending','seated') "
-                    "GROUP BY player_id"
-                ),
-                {"ps": players},
-            )
-        ).all()
-        for row in live:
-            if row.n >= self.config.max_tables_per_player:
-                raise conflict("too_many_tables", f"{row.player_id} already sits at {row.n} tables")
+        if most >= self.config.max_tables_per_player:
+            raise conflict("too_many_tables", f"already sitting at {most} waiting tables")
         table: dict[str, Any] | None = None
         seats: list[int] | None
         if spec.op == "code":
@@ -396,40 +409,30 @@ class Matchmaker:
                 expires_ms=expires,
             )
             reservations.append(res)
+        # One round trip while the table row is locked: seats, the counter, the request record.
         await conn.execute(
             text(
-                "INSERT INTO matchmaking.reservations (id, table_id, seat, player_id, status, "
-                "stake_cents, created_ms, expires_ms, updated_ms) "
-                "VALUES (:id, :t, :seat, :p, :st, :stake, :now, :exp, :now)"
-            ),
-            [
-                {
-                    "id": r.id,
-                    "t": r.table_id,
-                    "seat": r.seat,
-                    "p": r.player_id,
-                    "st": r.status,
-                    "stake": r.stake_cents,
-                    "now": now,
-                    "exp": r.expires_ms,
-                }
-                for r in reservations
-            ],
-        )
-        await conn.execute(
-            text(
-                "UPDATE matchmaking.tables SET taken = taken + :n, updated_ms = :now WHERE id = :t"
-            ),
-            {"n": len(reservations), "now": now, "t": table["id"]},
-        )
-        await conn.execute(
-            text(
+                "WITH ins AS (INSERT INTO matchmaking.reservations (id, table_id, seat, "
+                "player_id, status, stake_cents, created_ms, expires_ms, updated_ms) "
+                "SELECT d.id, :t, d.seat, d.player, :st, :stake, :now, :exp, :now "
+                "FROM unnest(CAST(:ids AS text[]), CAST(:seats AS smallint[]), "
+                "CAST(:players AS text[])) AS d(id, seat, player) RETURNING 1), "
+                "tab AS (UPDATE matchmaking.tables SET taken = taken + :n, updated_ms = :now "
+                "WHERE id = :t RETURNING 1) "
                 "UPDATE matchmaking.requests SET table_id = :t, reservation_ids = :ids "
-                "WHERE player_id = :p AND idempotency_key = :k"
+                "WHERE player_id = :p AND idempotency_key = :k "
+                "AND (SELECT count(*) FROM ins) = :n AND (SELECT count(*) FROM tab) = 1"
             ),
             {
                 "t": table["id"],
                 "ids": [r.id for r in reservations],
+                "seats": [r.seat for r in reservations],
+                "players": [r.player_id for r in reservations],
+                "st": status,
+                "stake": table["stake_cents"],
+                "now": now,
+                "exp": expires,
+                "n": len(reservations),
                 "p": spec.player_id,
                 "k": spec.idempotency_key,
             },

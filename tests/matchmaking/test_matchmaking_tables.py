@@ -323,3 +323,22 @@ async def test_idempotency_records_are_purged_after_their_retention(db, internal
         again = await s.quick("purge1", "casa-individual", "free", key="pk")
         assert not again.replayed
         assert again.reservations[0].reservation_id != first.reservations[0].reservation_id
+
+
+async def test_limits_and_credentials(db, internal_secret):
+    import httpx
+
+    config = MatchmakingConfig(sweep_interval_ms=0, max_tables_per_player=2)
+    async with stack(db, internal_secret, config) as s:
+        a = await s.quick("lim1", "casa-individual", "free", key="l1")
+        b = await s.quick("lim1", "casa-individual", "free", key="l2")
+        assert a.table.table_id != b.table.table_id  # never twice at one table
+        err = await refused(s.quick("lim1", "casa-individual", "free", key="l3"))
+        assert (err.status, err.code) == (409, "too_many_tables")
+        mine = await s.mm.get("/v1/players/lim1/tables", c.PlayerTables)
+        assert {t.table_id for t in mine.tables} == {a.table.table_id, b.table.table_id}
+        transport = httpx.ASGITransport(app=s.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://mm") as anon:
+            response = await anon.get("/v1/kinds")
+        assert response.status_code == 401
+        assert response.json()["error"] == "unauthorized"

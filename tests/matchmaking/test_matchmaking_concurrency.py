@@ -67,6 +67,7 @@ async def test_simultaneous_joins_and_leaves_keep_every_invariant(db, internal_s
         s.clock.advance(10_000)
         await s.matchmaker.sweep_once()
 
+        print("outcomes", dict(outcomes))
         assert outcomes["joined"] >= PLAYERS * 0.9, outcomes
         allowed = {"joined", "left", "rejoined", "table_started", "reservation_pending"}
         assert set(outcomes) <= allowed, outcomes

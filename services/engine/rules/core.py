@@ -167,9 +167,8 @@ def start_hand(
         raise
     if dealt | smask != full or n * size + len(stock) != full.bit_count():
         _explain_bad_deal(hands, stock, full)
-    for name, seat in (("opener", opener),):
-        if seat is not None and not (type(seat) is int and 0 <= seat < n):
-            raise InvalidDeal("bad_opener", f"{name} {seat!r} is not a seat")
+    if opener is not None and not (type(opener) is int and 0 <= opener < n):
+        raise InvalidDeal("bad_opener", f"opener {opener!r} is not a seat")
     if opening_side is not None and not (type(opening_side) is int and 0 <= opening_side < 2):
         raise InvalidDeal("bad_opener", f"opening side {opening_side!r} is not a side")
 

@@ -275,11 +275,19 @@ class Engine:
             await asyncio.sleep(SCAN_INTERVAL_MS / 1000)
             try:
                 if not await self.store.heartbeat():
-                    log.error("lock_connection_lost: stopping every match")
+                    # Every advisory lock went with the connection: stop every match, then
+                    # take the live ones over again once PostgreSQL answers (it may have been
+                    # restarted; another replica may have taken some over meanwhile).
+                    if self.actors:
+                        log.error("lock_connection_lost: stopping every match")
                     for a in list(self.actors.values()):
                         await a.stop()
                     self.actors.clear()
-                    return
+                    self._loading.clear()
+                    LIVE_MATCHES.set(0)
+                    if not await self.store.reconnect_lock():
+                        continue
+                    log.info("lock_connection_restored")
                 await self.scan_once()
                 await self.evict_finished()
             except Exception:

@@ -206,12 +206,32 @@ class Store:
     async def try_lock(self, match_id: str) -> bool:
         async with self._lock_mutex:
             conn = self._lock_conn
-            if conn is None:
+            if conn is None or self.lock_lost.is_set():
                 return False
-            got = await conn.fetchval(
-                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
-            )
+            try:
+                got = await conn.fetchval(
+                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
+                )
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
+                # The lock connection died (PostgreSQL restarted): no lock can be taken until
+                # the scanner has stopped every match and opened a new lock connection.
+                self.lock_lost.set()
+                return False
             return bool(got)
+
+    async def reconnect_lock(self) -> bool:
+        """After a lost lock connection (every lock gone with it): open a new one."""
+        async with self._lock_mutex:
+            old, self._lock_conn = self._lock_conn, None
+            if old is not None:
+                with contextlib.suppress(Exception):
+                    old.terminate()
+            try:
+                self._lock_conn = await asyncio.wait_for(self._connect(), timeout=5)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+                return False
+            self.lock_lost.clear()
+            return True
 
     async def unlock(self, match_id: str) -> None:
         async with self._lock_mutex:
@@ -228,6 +248,8 @@ class Store:
         async with self._lock_mutex:
             conn = self._lock_conn
             if conn is None:
+                return False
+            if self.lock_lost.is_set():
                 return False
             try:
                 await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=LOCK_HEARTBEAT_MS / 1000)

@@ -145,6 +145,11 @@ class EmbeddedPostgres:
 
     def start(self) -> None:
         self.init()
+        if self._user:
+            # Again at every start: a parent folder may have lost its traverse bit since the
+            # cluster was created (e.g. pytest tightens its temp root), and a restart after a
+            # crash must not fail on it.
+            _open_path_for(self._user, self.data_dir)
         if not port_is_free(self.host, self.port):
             raise EmbeddedPostgresError(
                 f"port {self.port} for the embedded PostgreSQL (MESA_PG_PORT) is already in use"

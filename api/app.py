@@ -23,7 +23,7 @@ from litestar.types import Message, Scope
 
 from api import routes_admin, routes_audit, routes_auth, routes_lobby, routes_money, routes_table
 from api.backends import Backends
-from api.security import SECURITY_HEADERS, RateLimiter, SignInLimits
+from api.security import SECURITY_HEADERS, RateLimiter, RequestLimits, SignInLimits
 from services.common.app import create_service_app
 from services.common.config import VERSION, Settings
 
@@ -90,4 +90,5 @@ def create_app(
     state.sign_in_limits = SignInLimits()
     state.chat_limits = RateLimiter(limit=1, window_s=1.5, max_keys=10_000)
     state.socket_counts = {}
+    state.request_limits = RequestLimits()
     return app

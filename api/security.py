@@ -6,10 +6,14 @@
   session (double submit, bound to the session).
 - API clients send `Authorization: Bearer <token>` (no cookie, so no CSRF token needed).
 - Sign-in attempts are limited per account and per client address, in bounded memory.
+- Every request that carries a credential is limited per credential (a token bucket of
+  `REQUESTS_PER_SECOND`, burst `REQUEST_BURST`) before the credential is even looked up, so one
+  flooding client is answered 429 cheaply and cannot slow the others.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import time
 from collections import OrderedDict
@@ -107,6 +111,44 @@ class RateLimiter:
         return len(self._hits)
 
 
+REQUESTS_PER_SECOND = 50.0
+REQUEST_BURST = 100.0
+
+
+class RequestLimits:
+    """Token buckets per credential (SHA-256 of the bearer token or session cookie), LRU-bound."""
+
+    def __init__(
+        self,
+        rate: float = REQUESTS_PER_SECOND,
+        burst: float = REQUEST_BURST,
+        max_keys: int = 50_000,
+    ) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.max_keys = max_keys
+        self._buckets: OrderedDict[bytes, tuple[float, float]] = OrderedDict()
+
+    def allow(self, key: bytes, now: float | None = None) -> bool:
+        moment = time.monotonic() if now is None else now
+        tokens, at = self._buckets.get(key, (self.burst, moment))
+        tokens = min(self.burst, tokens + (moment - at) * self.rate)
+        allowed = tokens >= 1
+        self._buckets[key] = (tokens - 1 if allowed else tokens, moment)
+        self._buckets.move_to_end(key)
+        while len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        return allowed
+
+
+def _check_request_rate(connection: ASGIConnection[Any, Any, Any, Any], credential: str) -> None:
+    limits: RequestLimits | None = connection.app.state.get("request_limits")
+    if limits is None:
+        return
+    if not limits.allow(hashlib.sha256(credential.encode("utf-8", "replace")).digest()):
+        raise ServiceError(429, "rate_limited", "too many requests; slow down")
+
+
 class SignInLimits:
     """Failed sign-ins per account (10 per 15 min) and all attempts per address (30 per min)."""
 
@@ -158,6 +200,7 @@ async def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session 
     db: AsyncEngine = connection.app.state.db
     bearer = _bearer(connection)
     if bearer is not None:
+        _check_request_rate(connection, bearer)
         session = await resolve_session(db, bearer, "bearer")
         if session is None:
             raise ServiceError(401, "unauthorized", "invalid or expired token")
@@ -165,6 +208,7 @@ async def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session 
     cookie = connection.cookies.get(SESSION_COOKIE)
     if not cookie:
         return None
+    _check_request_rate(connection, cookie)
     return await resolve_session(db, cookie, "cookie")
 
 

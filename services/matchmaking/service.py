@@ -646,7 +646,11 @@ class Matchmaker:
             raise conflict("reservation_dropped", f"the seat was released ({gone[0].status})")
 
     async def _mark_seated(self, ids: list[str], table_id: str) -> bool:
-        """Mark held seats 'seated'; True when the table is now full of seated players."""
+        """Mark held seats 'seated'; True when every seat of the table is taken.
+
+        Taken counts 'pending' seats too: when two last seats are confirmed at once, each
+        confirmation tries the start after its own commit, so the later one sees both seated
+        (`_try_start` re-checks under the table lock)."""
 
         async def work(conn: Conn) -> bool:
             row = (
@@ -657,15 +661,13 @@ class Matchmaker:
                         "RETURNING id) "
                         "SELECT (SELECT count(*) FROM done) AS done, t.seat_count, t.vs_cpu, "
                         "(SELECT count(*) FROM matchmaking.reservations r WHERE r.table_id = t.id "
-                        "AND r.status = 'seated') AS seated "
+                        "AND r.status IN ('pending','seated')) AS taken "
                         "FROM matchmaking.tables t WHERE t.id = :t"
                     ),
                     {"ids": ids, "now": self.clock(), "t": table_id},
                 )
             ).one()
-            # The CTE's rows are not yet visible to the count: add them.
-            seated = row.seated + row.done
-            return bool(seated >= row.seat_count or (row.vs_cpu and seated >= 1))
+            return bool(row.taken >= row.seat_count or row.vs_cpu)
 
         full: bool = await self._retrying(work)
         return full

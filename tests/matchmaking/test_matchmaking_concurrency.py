@@ -63,9 +63,15 @@ async def test_simultaneous_joins_and_leaves_keep_every_invariant(db, internal_s
         rng = random.Random(7)
         outcomes: Counter[str] = Counter()
         await asyncio.gather(*(_player(s, n, rng, outcomes) for n in range(PLAYERS)))
+        # Every table that filled has started without the sweeper's help.
+        stuck = await s.fetch(
+            "SELECT id FROM matchmaking.tables WHERE status <> 'playing' AND taken = seat_count"
+        )
+        assert stuck == []
         # Finish anything a refusal or race left half-done, as the background sweeper would.
         s.clock.advance(10_000)
-        await s.matchmaker.sweep_once()
+        counts = await s.matchmaker.sweep_once()
+        assert counts["full"] == counts["starting"] == counts["started"] == 0, counts
 
         print("outcomes", dict(outcomes))
         assert outcomes["joined"] >= PLAYERS * 0.9, outcomes

@@ -652,7 +652,7 @@ class Matchmaker:
         confirmation tries the start after its own commit, so the later one sees both seated
         (`_try_start` re-checks under the table lock)."""
 
-        async def work(conn: Conn) -> bool:
+        async def work(conn: Conn) -> tuple[bool, int]:
             row = (
                 await conn.execute(
                     text(
@@ -667,10 +667,13 @@ class Matchmaker:
                     {"ids": ids, "now": self.clock(), "t": table_id},
                 )
             ).one()
-            return bool(row.taken >= row.seat_count or row.vs_cpu)
+            return bool(row.taken >= row.seat_count or row.vs_cpu), int(row.done)
 
-        full: bool = await self._retrying(work)
-        return full
+        full, done = await self._retrying(work)
+        if done < len(ids):
+            # Someone else (the sweeper) settled a seat first: is it still ours?
+            await self._check_still_live(await self._load_reservations(ids))
+        return bool(full)
 
     async def _drop(self, failed: list[Res], held: list[Res], reason: str) -> None:
         """Give up seats: refused ones become 'failed', held ones are released."""

@@ -888,12 +888,9 @@ def _end_hand(
     viajera = bool(rules.viajera and winner_side is not None and hand_value >= rules.viajera)
     if not ordered and winner_side is not None:
         if rules.variant == "casa":
-            reached = [s for s in range(rules.sides) if scores[s] >= rules.target]
-            if reached:
-                top = max(scores[s] for s in reached)
-                leaders = [s for s in reached if scores[s] == top]
-                if len(leaders) == 1:
-                    match_winner = leaders[0]
+            top = max(scores)
+            if top >= rules.target and scores.count(top) == 1:  # one side alone leads
+                match_winner = scores.index(top)
         elif scores[winner_side] >= rules.target or viajera:
             match_winner = winner_side
     next_opener, next_side, priority = _next_opening(rules, opener, winner_seat, winner_side)

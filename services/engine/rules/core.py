@@ -371,9 +371,7 @@ def apply(state: HandState, action: Action) -> tuple[HandState, tuple[Event, ...
         r = state.right
         if le < 0:
             end, nl, nr = _opening_ends(state, action, t)
-            return _play(state, seat, t, h ^ bit, le, r, end, nl, nr)
-        end = action.end
-        if end == LEFT:
+        elif (end := action.end) == LEFT:
             nl = _OTHER_HALF[t][le]
             if nl < 0:
                 raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")

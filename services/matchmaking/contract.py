@@ -81,7 +81,7 @@ KindId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9-]{1,40}$")]
 TableId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 InviteCode = Annotated[str, msgspec.Meta(pattern=r"^[A-Z0-9]{4,16}$")]
 
-TableState = Literal["waiting", "starting", "started", "playing", "voided"]
+TableState = Literal["waiting", "starting", "started", "playing", "finished", "voided"]
 SeatState = Literal["pending", "seated", "staked"]
 
 

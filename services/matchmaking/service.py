@@ -32,7 +32,7 @@ import msgspec
 from services.common.errors import ServiceError, bad_request, conflict, not_found
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.common.logging import get_logger
-from services.engine.contract import CreateMatch, MatchCreated, SeatSpec
+from services.engine.contract import CreateMatch, MatchCreated, PublicMatchState, SeatSpec
 from services.ledger.contract import (
     EntryResult,
     HoldRequest,
@@ -243,18 +243,47 @@ class Matchmaker:
         )
 
     async def player_tables(self, player_id: str) -> c.PlayerTables:
+        """The player's live tables: waiting, starting or with a match still in play.
+
+        Whether a match has ended is the engine's to say; a table found over is marked
+        'finished' once, so later listings skip it without asking again.
+        """
         async with self.db.connect_() as conn:
-            ids = (
+            rows = (
                 await conn.execute(
                     text(
-                        "SELECT table_id FROM matchmaking.reservations WHERE player_id = :p "
-                        "AND status IN ('pending','seated','staked') "
-                        "ORDER BY created_ms DESC LIMIT :limit"
+                        "SELECT r.table_id, t.status, t.match_id FROM matchmaking.reservations r "
+                        "JOIN matchmaking.tables t ON t.id = r.table_id "
+                        "WHERE r.player_id = :p AND r.status IN ('pending','seated','staked') "
+                        "AND t.status NOT IN ('finished', 'voided') "
+                        "ORDER BY r.created_ms DESC LIMIT :limit"
                     ),
                     {"p": player_id, "limit": self.config.lobby_limit},
                 )
-            ).scalars()
-            return c.PlayerTables(tables=[await self.table_status(i, conn) for i in ids])
+            ).all()
+        live: list[str] = []
+        for row in rows:
+            if row.status == "playing" and row.match_id and await self._match_over(row.match_id):
+                async with self.db.begin() as conn:
+                    await conn.execute(
+                        text(
+                            "UPDATE matchmaking.tables SET status = 'finished', updated_ms = :now "
+                            "WHERE id = :id AND status = 'playing'"
+                        ),
+                        {"id": row.table_id, "now": self.clock()},
+                    )
+                continue
+            live.append(row.table_id)
+        async with self.db.connect_() as conn:
+            return c.PlayerTables(tables=[await self.table_status(i, conn) for i in live])
+
+    async def _match_over(self, match_id: str) -> bool:
+        """True when the engine reports the match finished or voided; unknown stays live."""
+        try:
+            state = await self.engine.get(f"/internal/matches/{match_id}", PublicMatchState)
+        except (RemoteError, ServiceUnavailable):
+            return False
+        return state.status in ("finished", "void")
 
     # ------------------------------------------------------------------ joining
 

@@ -10,11 +10,11 @@ from typing import Any
 import asyncpg
 import httpx
 import msgspec
-from litestar import Litestar, Response, post
+from litestar import Litestar, Response, get, post
 from litestar.params import JSONBody
 
 from services.common.http import InternalClient, RemoteError
-from services.engine.contract import CreateMatch, MatchCreated
+from services.engine.contract import CreateMatch, MatchCreated, PublicMatchState
 from services.ledger.app import create_app as create_ledger_app
 from services.ledger.contract import DepositRequest, EntryResult, WalletBalance
 from services.matchmaking import contract as c
@@ -40,9 +40,36 @@ class FakeEngine:
 
     created: dict[str, CreateMatch] = field(default_factory=dict)
     refuse: bool = False
+    over: set[str] = field(default_factory=set)
 
     def app(self) -> Litestar:
         engine = self
+
+        @get("/internal/matches/{match_id:str}")
+        async def state(match_id: str) -> Response[Any]:
+            spec = engine.created.get(match_id)
+            if spec is None:
+                return Response({"error": "unknown_match", "detail": match_id}, status_code=404)
+            return Response(
+                PublicMatchState(
+                    match_id=match_id,
+                    variant=spec.variant,
+                    options=spec.options,
+                    tier=spec.tier,
+                    seq=1,
+                    status="finished" if match_id in engine.over else "playing",
+                    seats=[],
+                    scores=[],
+                    hand_no=1,
+                    deal_id=None,
+                    phase="over" if match_id in engine.over else "play",
+                    turn=0,
+                    counts=[],
+                    table=[],
+                    deadline=None,
+                    result=None,
+                )
+            )
 
         @post("/internal/matches", status_code=200)
         async def create(data: JSONBody[CreateMatch]) -> Response[Any]:
@@ -51,7 +78,7 @@ class FakeEngine:
             engine.created[data.match_id] = data
             return Response(MatchCreated(match_id=data.match_id, seq=0, status="live"))
 
-        return Litestar([create])
+        return Litestar([create, state])
 
 
 class FlakyTransport(httpx.AsyncBaseTransport):

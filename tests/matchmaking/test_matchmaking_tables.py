@@ -102,6 +102,14 @@ async def test_paid_table_fills_moves_every_hold_into_the_pot_and_starts(db, int
         assert table_id not in {t.table_id for t in lobby.tables}
         err = await refused(s.leave(players[0], table_id))
         assert (err.status, err.code) == (409, "table_started")
+        # while the match plays it is among the player's tables; once the engine says it is
+        # over, the table is 'finished' and leaves the list
+        mine = await s.mm.get(f"/v1/players/{players[0]}/tables", c.PlayerTables)
+        assert [t.table_id for t in mine.tables] == [table_id]
+        s.engine.over.add(status.match_id)
+        mine = await s.mm.get(f"/v1/players/{players[0]}/tables", c.PlayerTables)
+        assert mine.tables == []
+        assert (await s.status(table_id)).status == "finished"
 
 
 async def test_join_and_leave_are_idempotent_and_leaving_releases_the_hold(db, internal_secret):

@@ -43,6 +43,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     commission_rate_bp: int = 1000
     currency: str = "USD"
     operator_key_file: Path | None = None
+    matchmaking_config_file: Path | None = None
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -153,6 +154,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_INTERNAL_TOKEN_TTL_S": ("internal_token_ttl_s", _positive_int, "service token lifetime"),
     "MESA_COMMISSION_RATE_BP": ("commission_rate_bp", _rate_bp, "house commission, basis points"),
     "MESA_CURRENCY": ("currency", _currency, "currency of paid tables"),
+    "MESA_MATCHMAKING_CONFIG": (
+        "matchmaking_config_file",
+        lambda n, r: Path(r),
+        "JSON file: table kinds and tiers offered, reservation lifetimes, limits",
+    ),
     "MESA_OPERATOR_KEY_FILE": (
         "operator_key_file",
         lambda n, r: Path(r),

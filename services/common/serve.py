@@ -55,7 +55,11 @@ def main(argv: list[str]) -> int:
     if len(settings.internal_secret) < 32:
         print("mesa serve: MESA_INTERNAL_SECRET is not set (mesa up creates one)", file=sys.stderr)
         return 2
-    app = load_app(args.service, settings)
+    try:
+        app = load_app(args.service, settings)
+    except ConfigError as exc:
+        print(f"mesa serve {args.service}: {exc}", file=sys.stderr)
+        return 2
     get_logger().info("service_starting", port=port, host=settings.host)
     config = uvicorn.Config(
         app,

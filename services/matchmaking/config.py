@@ -1,6 +1,7 @@
 """Matchmaking settings: which kinds are offered, reservation lifetimes and every limit.
 
-`load_config(settings)` reads `<var_dir>/matchmaking.json` when it exists (a JSON object with
+`load_config(settings)` reads `MESA_MATCHMAKING_CONFIG`, else `<var_dir>/matchmaking.json` when it
+exists (a JSON object with
 any of the fields below); otherwise the defaults apply. Unknown fields are refused.
 """
 
@@ -73,7 +74,9 @@ class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
 
 
 def load_config(settings: Settings) -> MatchmakingConfig:
-    path = Path(settings.var_dir) / "matchmaking.json"
+    path = settings.matchmaking_config_file or Path(settings.var_dir) / "matchmaking.json"
+    if settings.matchmaking_config_file is not None and not path.exists():
+        raise ConfigError(f"MESA_MATCHMAKING_CONFIG: no file {path}")
     if not path.exists():
         return MatchmakingConfig().validate()
     try:

@@ -350,3 +350,24 @@ async def test_limits_and_credentials(db, internal_secret):
             response = await anon.get("/v1/kinds")
         assert response.status_code == 401
         assert response.json()["error"] == "unauthorized"
+
+
+def test_operator_config_file_narrows_the_offer(tmp_path, internal_secret):
+    """The operator chooses which kinds and tiers are offered (MESA_MATCHMAKING_CONFIG)."""
+    import pytest
+
+    from services.common.config import ConfigError, load_settings
+    from services.matchmaking.config import load_config
+
+    path = tmp_path / "mm.json"
+    path.write_text('{"offered": {"apuesta-parejas": ["10", "free"]}}')
+    settings = load_settings({"MESA_VAR_DIR": str(tmp_path), "MESA_MATCHMAKING_CONFIG": str(path)})
+    assert load_config(settings).offered == {"apuesta-parejas": ["10", "free"]}
+    path.write_text('{"offered": {"no-such-kind": ["10"]}}')
+    with pytest.raises(ConfigError):
+        load_config(settings)
+    missing = load_settings(
+        {"MESA_VAR_DIR": str(tmp_path), "MESA_MATCHMAKING_CONFIG": str(tmp_path / "nope.json")}
+    )
+    with pytest.raises(ConfigError, match="MESA_MATCHMAKING_CONFIG"):
+        load_config(missing)

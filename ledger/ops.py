@@ -10,6 +10,7 @@ failure can never post twice.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +43,26 @@ _CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     asyncio.TimeoutError,
 )
+
+# Set while an operation call holds a pooled connection (see ``_reset``).
+_OPERATION_CALL: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ledger_operation_call", default=False
+)
+
+
+async def _reset(conn: asyncpg.Connection) -> None:
+    """Pool reset on release. asyncpg's default costs one more round trip per acquire
+    (advisory unlock, CLOSE ALL, UNLISTEN, RESET ALL). An operation is one autocommit call of
+    a function that leaves no session state (its locks are transaction-scoped, its settings
+    function-local), so after one there is nothing to reset; asyncpg has already rolled back
+    any open transaction. Every other use of the pool (reports, the chain sealer) gets the
+    full reset."""
+    if _OPERATION_CALL.get():
+        return
+    query = conn.get_reset_query()
+    if query:
+        await conn.execute(query)
+
 
 SQL = {
     "deposit": "SELECT ledger.deposit($1, $2, $3, $4, $5, $6)::text",
@@ -118,6 +139,7 @@ class Ledger:
             max_size=max_size,
             server_settings=settings,
             command_timeout=30,
+            reset=_reset,
         )
         return cls(pool)
 
@@ -129,20 +151,24 @@ class Ledger:
         sql = SQL[operation]
         delay = 0.005
         last: BaseException | None = None
-        for _attempt in range(MAX_ATTEMPTS):
-            try:
-                async with self.pool.acquire() as conn:
-                    raw: str = await conn.fetchval(sql, *args)
-                return raw
-            except asyncpg.PostgresError as exc:
-                state = getattr(exc, "sqlstate", "") or ""
-                if state not in _RETRY_SQLSTATES:
-                    raise map_error(exc) from None
-                last = exc
-            except _CONNECTION_ERRORS as exc:
-                last = exc
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        token = _OPERATION_CALL.set(True)
+        try:
+            for _attempt in range(MAX_ATTEMPTS):
+                try:
+                    async with self.pool.acquire() as conn:
+                        raw: str = await conn.fetchval(sql, *args)
+                    return raw
+                except asyncpg.PostgresError as exc:
+                    state = getattr(exc, "sqlstate", "") or ""
+                    if state not in _RETRY_SQLSTATES:
+                        raise map_error(exc) from None
+                    last = exc
+                except _CONNECTION_ERRORS as exc:
+                    last = exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
+        finally:
+            _OPERATION_CALL.reset(token)
         if isinstance(last, asyncpg.PostgresError) and last.sqlstate == "23505":
             raise LedgerError(409, "conflict", str(last)) from None
         raise LedgerUnavailable(f"database unavailable: {type(last).__name__}: {last}")

@@ -155,9 +155,11 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
 
 
-def internal_auth_guard(
+async def internal_auth_guard(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
 ) -> None:
+    # async on purpose: Litestar runs a sync guard in a worker thread, one thread hop per
+    # request; the HMAC check is a few microseconds and never blocks.
     if connection.scope.get("path") in _UNGUARDED_PATHS:
         return
     settings: Settings = connection.app.state.settings

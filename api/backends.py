@@ -13,13 +13,21 @@ import httpx
 
 from services.common.config import Settings
 from services.common.errors import ServiceError
-from services.common.http import InternalClient, RemoteError, ServiceUnavailable
+from services.common.http import (
+    MAX_CONNECTIONS,
+    InternalClient,
+    RemoteError,
+    ServiceUnavailable,
+)
 from services.common.logging import get_logger
 
 T = TypeVar("T")
 log = get_logger()
 
 SERVICES = ("ledger", "engine", "matchmaking")
+# Every open table socket holds one long-poll on the engine's event feed: the engine pool must
+# be larger than the sockets, or actions and snapshots queue behind the long-polls.
+ENGINE_CONNECTIONS = 4096
 # Client-safe codes passed through as they are; any other 4xx becomes a generic refusal.
 _PASS_STATUSES = {400, 403, 404, 409, 422, 429}
 
@@ -41,6 +49,7 @@ class Backends:
                 caller="gateway",
                 timeout_s=timeout,
                 transport=transports.get(name),
+                max_connections=ENGINE_CONNECTIONS if name == "engine" else MAX_CONNECTIONS,
             )
 
     @property

@@ -51,13 +51,14 @@ class InternalClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self._tokens = TokenCache(settings.internal_secret, caller, settings.internal_token_ttl_s)
         self._client = httpx.AsyncClient(
             base_url=base_url,
             timeout=timeout_s,
             limits=httpx.Limits(
-                max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+                max_connections=max_connections, max_keepalive_connections=MAX_CONNECTIONS
             ),
             transport=transport,
         )

@@ -3,17 +3,29 @@
 Callers import the callee's `contract` Structs and call `post`/`get` with a response type.
 A 4xx from the callee becomes `RemoteError` carrying its status and machine-readable code;
 connection failures become `ServiceUnavailable` so callers can retry idempotent writes.
+
+Plain `http://` callees are reached through `http1.Http1Pool` (keep-alive HTTP/1.1 on asyncio
+streams, parsed by httptools): httpx cost more CPU per call than the callee and its database
+together. A given `transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) or
+an `https://` URL still goes through httpx.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 import msgspec
 
 from services.common.auth import AUTH_HEADER, TokenCache
 from services.common.config import Settings
+from services.common.http1 import (
+    DEFAULT_MAX_RESPONSE_BYTES,
+    Http1Pool,
+    TransportError,
+    request_target,
+)
 from services.common.logging import REQUEST_ID_HEADER, current_request_id, new_request_id
 
 T = TypeVar("T")
@@ -52,24 +64,48 @@ class InternalClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self._tokens = TokenCache(settings.internal_secret, caller, settings.internal_token_ttl_s)
-        self._client = httpx.AsyncClient(
-            base_url=base_url,
-            timeout=timeout_s,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=MAX_CONNECTIONS
-            ),
-            transport=transport,
-        )
+        self._timeout_s = timeout_s
+        self._pool: Http1Pool | None = None
+        self._client: httpx.AsyncClient | None = None
+        url = urlsplit(base_url)
+        if transport is None and url.scheme == "http" and url.hostname:
+            self._pool = Http1Pool(
+                url.hostname,
+                url.port or 80,
+                max_connections=max_connections,
+                max_response_bytes=max_response_bytes,
+            )
+            self._prefix = url.path.rstrip("/")
+            self._host_header = url.netloc.rsplit("@", 1)[-1]
+        else:
+            self._client = httpx.AsyncClient(
+                base_url=base_url,
+                timeout=timeout_s,
+                limits=httpx.Limits(
+                    max_connections=max_connections, max_keepalive_connections=MAX_CONNECTIONS
+                ),
+                transport=transport,
+            )
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._pool is not None:
+            await self._pool.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+
+    def _request_id(self) -> str:
+        request_id = current_request_id()
+        if not request_id or "\r" in request_id or "\n" in request_id:
+            return new_request_id()
+        return request_id
 
     def _headers(self) -> dict[str, str]:
         return {
             AUTH_HEADER: self._tokens.header(),
-            REQUEST_ID_HEADER: current_request_id() or new_request_id(),
+            REQUEST_ID_HEADER: self._request_id(),
             "Content-Type": "application/json",
         }
 
@@ -82,21 +118,44 @@ class InternalClient:
         params: dict[str, Any] | None = None,
     ) -> T:
         content = msgspec.json.encode(body) if body is not None else None
+        if self._pool is None:
+            return await self._request_httpx(method, path, response_type, content, params)
+        target = request_target(self._prefix, path, params)
+        head = (
+            f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n"
+            f"{AUTH_HEADER}: {self._tokens.header()}\r\n"
+            f"{REQUEST_ID_HEADER}: {self._request_id()}\r\n"
+            "Content-Type: application/json\r\n"
+        )
+        if content is not None:
+            data = f"{head}Content-Length: {len(content)}\r\n\r\n".encode() + content
+        elif method in ("GET", "HEAD", "DELETE", "OPTIONS"):
+            data = f"{head}\r\n".encode()
+        else:
+            data = f"{head}Content-Length: 0\r\n\r\n".encode()
+        try:
+            status, payload = await self._pool.request(data, self._timeout_s)
+        except TransportError as exc:
+            raise ServiceUnavailable(f"{method} {path}: {exc.kind}") from exc
+        return _result(method, path, status, payload, response_type)
+
+    async def _request_httpx(
+        self,
+        method: str,
+        path: str,
+        response_type: type[T],
+        content: bytes | None,
+        params: dict[str, Any] | None,
+    ) -> T:
+        if self._client is None:
+            raise ServiceUnavailable(f"{method} {path}: no transport")
         try:
             response = await self._client.request(
                 method, path, content=content, params=params, headers=self._headers()
             )
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
-        if response.status_code >= 400:
-            try:
-                err = msgspec.json.decode(response.content, type=_ErrorBody)
-            except msgspec.DecodeError:
-                err = _ErrorBody(error="error", detail=response.text[:200])
-            if response.status_code in (502, 503, 504):
-                raise ServiceUnavailable(f"{method} {path}: {response.status_code} {err.error}")
-            raise RemoteError(response.status_code, err.error, err.detail)
-        return msgspec.json.decode(response.content, type=response_type)
+        return _result(method, path, response.status_code, response.content, response_type)
 
     async def get(
         self, path: str, response_type: type[T], params: dict[str, Any] | None = None
@@ -105,3 +164,15 @@ class InternalClient:
 
     async def post(self, path: str, body: Any, response_type: type[T]) -> T:
         return await self.request("POST", path, response_type, body=body)
+
+
+def _result(method: str, path: str, status: int, content: bytes, response_type: type[T]) -> T:
+    if status >= 400:
+        try:
+            err = msgspec.json.decode(content, type=_ErrorBody)
+        except msgspec.DecodeError:
+            err = _ErrorBody(error="error", detail=content.decode("utf-8", "replace")[:200])
+        if status in (502, 503, 504):
+            raise ServiceUnavailable(f"{method} {path}: {status} {err.error}")
+        raise RemoteError(status, err.error, err.detail)
+    return msgspec.json.decode(content, type=response_type)

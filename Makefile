@@ -32,5 +32,12 @@ test: lint
 bench: $(STAMP)
 	$(BIN)/python -m bench $(ARGS)
 
+# Load and crash tests against a real `mesa up` on loopback; bounded in count and time.
+load: $(STAMP)
+	$(BIN)/python -m bench.load $(ARGS)
+
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,370 @@
+"""InternalClient's own HTTP/1.1 pool against a real uvicorn server on a loopback port.
+
+Round trips, refusals and failures as `RemoteError`/`ServiceUnavailable`, timeouts, keep-alive
+reuse (counted by the client ports the server sees), the idle-close race (retried once),
+chunked bodies, size limits, and the credential and request id on every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import msgspec
+import pytest
+import uvicorn
+from litestar import Request, get, post
+from litestar.params import JSONBody, Parameter
+from litestar.response import Stream
+from structlog.contextvars import bind_contextvars, unbind_contextvars
+
+from services.common.app import create_service_app
+from services.common.embedded_pg import free_port
+from services.common.errors import ServiceError, conflict
+from services.common.http import InternalClient, RemoteError, ServiceUnavailable
+from tests.conftest import make_settings
+
+
+class Echo(msgspec.Struct, forbid_unknown_fields=True):
+    amount_cents: int
+    note: str = ""
+
+
+class Seen(msgspec.Struct):
+    request_id: str | None
+    caller: str | None
+    query: str
+
+
+CLIENT_PORTS: set[int] = set()
+
+
+@get("/internal/seen")
+async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
+    CLIENT_PORTS.add(request.scope["client"][1])
+    return Seen(
+        request_id=request.scope["state"].get("request_id"),
+        caller=request.scope["state"].get("caller"),
+        query=request.scope["query_string"].decode(),
+    )
+
+
+@post("/internal/echo", status_code=200)
+async def echo(request: Request, data: JSONBody[Echo]) -> Echo:  # type: ignore[type-arg]
+    CLIENT_PORTS.add(request.scope["client"][1])
+    if data.amount_cents == 409:
+        raise conflict("already_done", "that was done before")
+    if data.amount_cents == 503:
+        raise ServiceError(503, "database_unavailable", "try later")
+    return data
+
+
+@get("/internal/slow")
+async def slow(ms: int = Parameter(default=0, ge=0)) -> Echo:
+    await asyncio.sleep(ms / 1000)
+    return Echo(amount_cents=ms)
+
+
+@get("/internal/chunked")
+async def chunked(parts: int = Parameter(default=1, ge=0)) -> Stream:
+    async def body() -> AsyncIterator[bytes]:
+        yield b"["
+        for i in range(parts):
+            yield (b"," if i else b"") + msgspec.json.encode(Echo(amount_cents=i, note="x" * 100))
+            await asyncio.sleep(0)
+        yield b"]"
+
+    return Stream(body(), media_type="application/json")
+
+
+@get("/internal/big")
+async def big(n: int = Parameter(default=0, ge=0)) -> Echo:
+    return Echo(amount_cents=n, note="y" * n)
+
+
+class Server:
+    def __init__(self, app: object, **config: object) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app,  # type: ignore[arg-type]
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                lifespan="on",
+                **config,  # type: ignore[arg-type]
+            )
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Server:
+        self.task = asyncio.create_task(self.server.serve())
+        for _ in range(500):
+            if self.server.started:
+                return self
+            await asyncio.sleep(0.01)
+        raise RuntimeError("uvicorn did not start")
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await self.task
+
+
+@pytest.fixture
+def settings(database_url, internal_secret):
+    return make_settings(database_url, internal_secret)
+
+
+@contextlib.asynccontextmanager
+async def serving(settings, **config) -> AsyncIterator[Server]:
+    CLIENT_PORTS.clear()
+    app = create_service_app("ledger", settings, [seen, echo, slow, chunked, big])
+    async with Server(app, **config) as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def client_of(url: str, settings, **kw) -> AsyncIterator[InternalClient]:
+    client = InternalClient(url, settings, caller="matchmaking", **kw)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def test_round_trip_refusals_and_failures(settings):
+    async with serving(settings) as server, client_of(server.url, settings) as client:
+        assert client._pool is not None  # the fast path, not httpx
+        assert await client.post("/internal/echo", Echo(7, "é"), Echo) == Echo(7, "é")
+        result = await client.get(
+            "/internal/seen", Seen, params={"a": [1, 2], "b": True, "c": "x y"}
+        )
+        assert result.query == "a=1&a=2&b=true&c=x+y"
+        with pytest.raises(RemoteError) as refused:
+            await client.post("/internal/echo", Echo(409), Echo)
+        assert (refused.value.status, refused.value.code) == (409, "already_done")
+        assert refused.value.detail == "that was done before"
+        with pytest.raises(RemoteError) as invalid:
+            await client.post("/internal/echo", {"amount_cents": "nope"}, Echo)
+        assert (invalid.value.status, invalid.value.code) == (400, "invalid_request")
+        with pytest.raises(RemoteError) as missing:
+            await client.get("/internal/nowhere", Echo)
+        assert missing.value.status == 404
+        with pytest.raises(ServiceUnavailable, match="503 database_unavailable"):
+            await client.post("/internal/echo", Echo(503), Echo)
+        # Refusals are complete responses: the one connection carried all of them.
+        assert len(CLIENT_PORTS) == 1
+
+
+async def test_credential_and_request_id_are_carried(settings, internal_secret):
+    async with serving(settings) as server, client_of(server.url, settings) as client:
+        bind_contextvars(request_id="carried-9")
+        try:
+            carried = await client.get("/internal/seen", Seen)
+        finally:
+            unbind_contextvars("request_id")
+        created = await client.get("/internal/seen", Seen)
+        bind_contextvars(request_id="bad\r\nX-Injected: 1")
+        try:
+            cleaned = await client.get("/internal/seen", Seen)
+        finally:
+            unbind_contextvars("request_id")
+        forged = make_settings(settings.database_url, b"z" * 32)
+        async with client_of(server.url, forged) as stranger:
+            with pytest.raises(RemoteError) as refused:
+                await stranger.get("/internal/seen", Seen)
+    assert carried == Seen(request_id="carried-9", caller="matchmaking", query="")
+    assert created.caller == "matchmaking" and len(created.request_id or "") == 32
+    assert cleaned.request_id is not None and len(cleaned.request_id) == 32
+    assert refused.value.status == 401
+
+
+async def test_connection_refused_is_service_unavailable(settings):
+    async with client_of(f"http://127.0.0.1:{free_port()}", settings) as client:
+        with pytest.raises(ServiceUnavailable, match="ConnectError"):
+            await client.get("/internal/seen", Seen)
+
+
+async def test_timeouts_discard_the_connection(settings):
+    async with (
+        serving(settings) as server,
+        client_of(server.url, settings, timeout_s=0.3, max_connections=1) as client,
+    ):
+        with pytest.raises(ServiceUnavailable, match="ReadTimeout"):
+            await client.get("/internal/slow", Echo, params={"ms": 2000})
+        # The late answer to the timed-out request must never be read as this one's.
+        assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+        outcomes = await asyncio.gather(
+            client.get("/internal/slow", Echo, params={"ms": 2000}),
+            client.get("/internal/slow", Echo, params={"ms": 0}),
+            return_exceptions=True,
+        )
+        assert "ReadTimeout" in str(outcomes[0])
+        assert "PoolTimeout" in str(outcomes[1])
+        assert await client.get("/internal/slow", Echo, params={"ms": 1}) == Echo(1)
+
+
+async def test_cancelled_request_does_not_leave_its_response_behind(settings):
+    async with (
+        serving(settings) as server,
+        client_of(server.url, settings, max_connections=1) as client,
+    ):
+        task = asyncio.create_task(client.get("/internal/slow", Echo, params={"ms": 300}))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.4)
+        assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+
+
+async def test_keep_alive_reuse_and_a_small_pool_under_many_callers(settings):
+    async with (
+        serving(settings) as server,
+        client_of(server.url, settings, max_connections=3) as client,
+    ):
+        for i in range(20):
+            assert await client.post("/internal/echo", Echo(i), Echo) == Echo(i)
+        assert len(CLIENT_PORTS) == 1
+        results = await asyncio.gather(
+            *(client.post("/internal/echo", Echo(i, str(i)), Echo) for i in range(300))
+        )
+        assert results == [Echo(i, str(i)) for i in range(300)]
+        assert len(CLIENT_PORTS) <= 3
+        assert client._pool is not None and client._pool.connections_opened <= 3
+
+
+async def test_server_closing_idle_connections(settings):
+    async with (
+        serving(settings, timeout_keep_alive=0.2) as server,
+        client_of(server.url, settings) as client,
+    ):
+        for _ in range(3):
+            assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+            await asyncio.sleep(0.5)  # uvicorn has closed the idle connection meanwhile
+        assert len(CLIENT_PORTS) == 3
+
+
+async def test_chunked_response(settings):
+    async with serving(settings) as server, client_of(server.url, settings) as client:
+        parts = await client.get("/internal/chunked", list[Echo], params={"parts": 500})
+        assert [p.amount_cents for p in parts] == list(range(500))
+        assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+        assert len(CLIENT_PORTS) == 1
+
+
+async def test_oversize_responses_are_refused(settings):
+    async with (
+        serving(settings) as server,
+        client_of(server.url, settings, max_response_bytes=4096) as client,
+    ):
+        assert (await client.get("/internal/big", Echo, params={"n": 1000})).amount_cents == 1000
+        with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+            await client.get("/internal/big", Echo, params={"n": 10_000})
+        with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+            await client.get("/internal/chunked", list[Echo], params={"parts": 200})
+        assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+
+
+# A hand-written server for what uvicorn does not do on demand ------------------------------
+
+Handler = Callable[[int, int], Awaitable[bytes | None]]
+
+
+def ok(extra: bytes = b"") -> bytes:
+    body = b'{"amount_cents":1}'
+    return (
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        + extra
+        + b"Content-Length: "
+        + str(len(body)).encode()
+        + b"\r\n\r\n"
+        + body
+    )
+
+
+@contextlib.asynccontextmanager
+async def raw_server(answer: Handler) -> AsyncIterator[tuple[str, list[int]]]:
+    """Each connection reads requests (no bodies) and writes what `answer(connection, n)`
+    returns; None closes the connection without a response."""
+    connections: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        number = len(connections)
+        connections.append(0)
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                connections[number] += 1
+                reply = await answer(number, connections[number])
+                if reply is None:
+                    break
+                writer.write(reply)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", connections
+    finally:
+        server.close()
+
+
+async def test_reused_connection_closed_under_the_request_is_retried_once(settings):
+    async def answer(connection: int, request: int) -> bytes | None:
+        # Every connection answers its first request and closes under the second one, as a
+        # server does when its keep-alive timeout fires just as the request is written.
+        return ok() if request == 1 else None
+
+    async with raw_server(answer) as (url, connections), client_of(url, settings) as client:
+        for _ in range(3):
+            assert await client.get("/x", Echo) == Echo(1)
+        assert connections == [2, 2, 1]
+
+
+async def test_fresh_connection_closed_without_response_is_not_retried(settings):
+    async def answer(connection: int, request: int) -> bytes | None:
+        return None
+
+    async with raw_server(answer) as (url, connections), client_of(url, settings) as client:
+        with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+            await client.post("/x", Echo(1), Echo)
+        assert connections == [1]
+
+
+async def test_connection_close_is_honoured_and_chunked_framing_parsed(settings):
+    chunked = (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b'7\r\n{"amoun\r\n'
+        b'b\r\nt_cents":2}\r\n'
+        b"0\r\n\r\n"
+    )
+
+    async def answer(connection: int, request: int) -> bytes | None:
+        if connection == 0:
+            return ok(b"Connection: close\r\n")
+        return chunked
+
+    async with raw_server(answer) as (url, connections), client_of(url, settings) as client:
+        assert await client.get("/x", Echo) == Echo(1)
+        assert await client.get("/x", Echo) == Echo(2)
+        assert await client.get("/x", Echo) == Echo(2)
+        assert connections == [1, 2]
+
+
+async def test_malformed_and_header_flood_responses(settings):
+    flood = b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 200 + b"Content-Length: 2\r\n\r\n{}"
+
+    async def answer(connection: int, request: int) -> bytes | None:
+        return b"NOT HTTP AT ALL\r\n\r\n" if connection == 0 else flood
+
+    async with raw_server(answer) as (url, _), client_of(url, settings) as client:
+        for _ in range(2):
+            with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+                await client.get("/x", Echo)

@@ -23,6 +23,7 @@ from services.engine.contract import (
     MatchCreated,
     MatchResult,
     PublicMatchState,
+    SeatFeed,
     SeatSnapshot,
     SubmitAction,
 )
@@ -77,6 +78,17 @@ async def seat_events(
     return await _engine(state).events(match_id, seat, after, wait_ms, limit)
 
 
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/feed")
+async def seat_feed(
+    state: State,
+    match_id: str,
+    seat: int,
+    after: int = Parameter(default=0, ge=0),
+    limit: int = Parameter(default=MAX_EVENTS_PAGE, ge=1, le=MAX_EVENTS_PAGE),
+) -> SeatFeed:
+    return await _engine(state).feed(match_id, seat, after, limit)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -120,6 +132,7 @@ def create_app(
             match_result,
             seat_view,
             seat_events,
+            seat_feed,
             *AUDIT_ROUTES,
         ],
         on_startup=[start_engine],

@@ -6,6 +6,8 @@ Routes (all under the service credential):
 - GET  /internal/matches/{match_id}                -> PublicMatchState
 - GET  /internal/matches/{match_id}/seats/{seat}/view -> SeatSnapshot
 - GET  /internal/matches/{match_id}/seats/{seat}/events?after=SEQ&wait_ms=MS -> EventPage
+- GET  /internal/matches/{match_id}/seats/{seat}/feed?after=SEQ -> SeatFeed (the events after
+  SEQ and, on the last page, the seat's snapshot: one call per wake-up of a table socket)
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
@@ -196,3 +198,14 @@ class EventPage(msgspec.Struct, frozen=True):
     seq: int  # the match's current seq
     events: list[FeedEvent]
     more: bool  # more events after the last one (page limit reached)
+
+
+class SeatFeed(msgspec.Struct, frozen=True):
+    """A seat's events after a seq and its snapshot, taken together (one consistent read).
+
+    `snapshot` is None while `events.more` is true (fetch the next page first); otherwise it is
+    the seat's view at `events.seq`, filtered exactly as the `/view` route.
+    """
+
+    events: EventPage
+    snapshot: SeatSnapshot | None

@@ -30,6 +30,7 @@ from services.engine.contract import (
     MatchCreated,
     MatchResult,
     PublicMatchState,
+    SeatFeed,
     SeatSnapshot,
     SubmitAction,
 )
@@ -478,3 +479,19 @@ class Engine:
                 await asyncio.wait_for(changed.wait(), timeout=wait_ms / 1000)
         events, more = m.events_after(seat, after, limit)
         return EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
+
+    async def feed(
+        self, match_id: str, seat: int, after: int, limit: int = MAX_EVENTS_PAGE
+    ) -> SeatFeed:
+        """`events` (no wait) and, on the last page, `snapshot`, read in one actor turn."""
+        actor = await self._acquire(match_id)
+        self._check_seat(actor, seat)
+        limit = max(1, min(limit, MAX_EVENTS_PAGE))
+
+        async def run() -> SeatFeed:
+            m = actor.match
+            events, more = m.events_after(seat, after, limit)
+            page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
+            return SeatFeed(events=page, snapshot=None if more else m.snapshot(seat))
+
+        return await actor.call(run)

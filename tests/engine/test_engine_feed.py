@@ -1,0 +1,40 @@
+"""The seat feed: events after a seq and the snapshot in one call, filtered per seat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.engine import runtime as RT
+from tests.engine.engine_helpers import auth, spec
+
+
+async def test_engine_feed_is_events_and_view_of_one_seat(
+    harness_factory: Any, internal_secret: bytes
+) -> None:
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        c = hz.client
+        await c.post(
+            "/internal/matches", json=spec("fd1", "apuesta", {"mode": "1v1"}, 2), headers=h
+        )
+        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)  # dealt with empty seeds: hands exist
+        for seat in (0, 1):
+            feed = (await c.get(f"/internal/matches/fd1/seats/{seat}/feed", headers=h)).json()
+            view = (await c.get(f"/internal/matches/fd1/seats/{seat}/view", headers=h)).json()
+            events = (await c.get(f"/internal/matches/fd1/seats/{seat}/events", headers=h)).json()
+            # the same per-seat filtering as /events and /view: nothing of the other hand
+            assert feed["events"] == events and feed["snapshot"] == view
+            assert feed["snapshot"]["seat"] == seat and len(feed["snapshot"]["hand"]) == 7
+            other = (await c.get(f"/internal/matches/fd1/seats/{1 - seat}/view", headers=h)).json()
+            assert not set(other["hand"]) & set(feed["snapshot"]["hand"])
+        seq = feed["events"]["seq"]
+        after = (
+            await c.get("/internal/matches/fd1/seats/0/feed", params={"after": seq}, headers=h)
+        ).json()
+        assert after["events"]["events"] == [] and after["events"]["seq"] == seq
+        paged = (
+            await c.get("/internal/matches/fd1/seats/0/feed", params={"limit": 1}, headers=h)
+        ).json()
+        assert paged["events"]["more"] is True and paged["snapshot"] is None
+        assert (await c.get("/internal/matches/fd1/seats/5/feed", headers=h)).status_code == 400
+        assert (await c.get("/internal/matches/fd1/seats/0/feed")).status_code == 401

@@ -107,8 +107,15 @@ async def drive(
     max_requests: int = 20_000,
     leave: dict[int, int] | None = None,
     check: bool = True,
+    rng: Any = None,
+    watch_all_seats: bool = False,
 ) -> dict[str, Any]:
-    """Play the match to its end with scripted players (first legal move); return the state."""
+    """Play the match to its end with scripted players; return the state.
+
+    Players take the first legal move, or a random one with `rng`. With `watch_all_seats`
+    every seat's view and new events are checked for leaks after every action, not only the
+    view of the seat on turn.
+    """
     last_seen: dict[int, int] = {}
     leave = dict(leave or {})
     for _ in range(max_requests):
@@ -131,10 +138,26 @@ async def drive(
             page = ev.json()
             check_no_leak(engine, match_id, seat, page, ev.text)
             last_seen[seat] = page["seq"]
+        if check and watch_all_seats:
+            for other in range(len(st["seats"])):
+                if other == seat:
+                    continue
+                r = await client.get(
+                    f"/internal/matches/{match_id}/seats/{other}/view", headers=headers
+                )
+                check_no_leak(engine, match_id, other, r.json(), r.text)
+                ev = await client.get(
+                    f"/internal/matches/{match_id}/seats/{other}/events",
+                    params={"after": last_seen.get(other, 0)},
+                    headers=headers,
+                )
+                page = ev.json()
+                check_no_leak(engine, match_id, other, page, ev.text)
+                last_seen[other] = page["seq"]
         legal = [a for a in snap["legal"] if a["type"] != "claim"]
         if not legal:
             raise AssertionError(f"seat {seat} has nothing to do: {snap}")
-        a = legal[0]
+        a = legal[0] if rng is None else rng.choice(legal)
         n = snap["state"]["deal_id"] or ""
         if seat in leave and snap["state"]["hand_no"] >= leave[seat]:
             action: dict[str, Any] = {"type": "leave"}

@@ -39,3 +39,31 @@ async def test_engine_full_match(
         assert st["status"] == "finished"
         assert st["result"]["winners"]
         assert st["result"]["settled"] is True
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize(("variant", "options", "seats"), VARIANTS)
+async def test_engine_views_never_leak_in_random_matches(
+    harness_factory: Any,
+    internal_secret: bytes,
+    variant: str,
+    options: dict[str, Any],
+    seats: int,
+    seed: int,
+) -> None:
+    """Random legal play (redeal requests and Salgo / Sal tu included); every seat's view and
+    every event page it receives, after every action, holds no other seat's tiles, no stock
+    or dormidas and no server seed while the hand is open."""
+    import random
+
+    h = auth(internal_secret)
+    mid = f"rnd{seed}-{variant}-{'-'.join(str(v) for v in options.values())}"
+    async with harness_factory() as hz:
+        r = await hz.client.post(
+            "/internal/matches", json=spec(mid, variant, options, seats), headers=h
+        )
+        assert r.status_code == 200, r.text
+        st = await drive(
+            hz.client, hz.engine, mid, h, rng=random.Random(seed), watch_all_seats=True
+        )
+        assert st["status"] == "finished"

@@ -23,6 +23,7 @@ from litestar.types import Message, Scope
 
 from api import routes_admin, routes_audit, routes_auth, routes_lobby, routes_money, routes_table
 from api.backends import Backends
+from api.feed import MatchFeed
 from api.security import SECURITY_HEADERS, RateLimiter, RequestLimits, SignInLimits
 from services.common.app import create_service_app
 from services.common.config import VERSION, Settings
@@ -50,8 +51,14 @@ def create_app(
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
+        feed = MatchFeed(settings.database_url)
+        app.state.feed = feed
+        await feed.start()
 
     async def close_backends(app: Litestar) -> None:
+        feed: MatchFeed | None = app.state.get("feed")
+        if feed is not None:
+            await feed.stop()
         backends: Backends | None = app.state.get("backends")
         if backends is not None:
             await backends.aclose()

@@ -25,9 +25,9 @@ T = TypeVar("T")
 log = get_logger()
 
 SERVICES = ("ledger", "engine", "matchmaking")
-# Every open table socket holds one long-poll on the engine's event feed: the engine pool must
-# be larger than the sockets, or actions and snapshots queue behind the long-polls.
-ENGINE_CONNECTIONS = 4096
+# Table sockets no longer hold long-polls (they are woken by NOTIFY, api/feed.py), so engine
+# calls are short; the pool still leaves room for HTTP clients of `/api/matches/{id}/events`.
+ENGINE_CONNECTIONS = 1024
 # Client-safe codes passed through as they are; any other 4xx becomes a generic refusal.
 _PASS_STATUSES = {400, 403, 404, 409, 422, 429}
 

@@ -15,6 +15,11 @@ at most 8 per second on average):
 On connect the server sends the events after `after` (a reconnect resumes there) and then a
 snapshot; after every batch of events it sends the new snapshot of the seat. Chat is a fixed
 list of quick phrases and reactions: there is no free text anywhere.
+
+The feed is event-driven (api/feed.py): a socket subscribes to its match on the gateway's one
+LISTEN connection and, when woken by a NOTIFY from the engine (or a chat line from any
+gateway), fetches its seat's new events and snapshot in one engine call (`.../feed`). Without
+a notification it fetches anyway every few seconds, so a lost NOTIFY never stalls a table.
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from litestar import Request, WebSocket, get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
 from litestar.params import Parameter
 from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.backends import Backends, call, get_backends
+from api.feed import CHAT_CHANNEL, MatchFeed, Subscription
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, session_of
 from services.common.errors import ServiceError
@@ -41,6 +48,7 @@ from services.engine.contract import (
     ActionAccepted,
     EventPage,
     PublicMatchState,
+    SeatFeed,
     SeatSnapshot,
     SubmitAction,
 )
@@ -54,6 +62,9 @@ FRAME_BURST = 16.0
 CHAT_INTERVAL_S = 1.5
 MAX_SOCKETS_PER_USER = 8
 LONG_POLL_MS = 20_000
+MAX_PAGES_PER_WAKE = 20  # event pages a socket reads per wake-up before it waits again
+MAX_CHAT_PAGES_PER_WAKE = 4
+RETRY_S = 1.0  # after the engine or the database failed, try again this much later
 
 PHRASES: tuple[str, ...] = (
     "hola",
@@ -137,6 +148,15 @@ async def snapshot(backends: Backends, match_id: str, seat: int) -> SeatSnapshot
     )
 
 
+async def seat_feed(backends: Backends, match_id: str, seat: int, after: int) -> SeatFeed:
+    return await call(
+        "engine",
+        backends.engine.get(
+            f"/internal/matches/{match_id}/seats/{seat}/feed", SeatFeed, params={"after": after}
+        ),
+    )
+
+
 async def submit(
     backends: Backends, match_id: str, seat: int, player: str, seq: int, action: Any
 ) -> ActionAccepted:
@@ -165,7 +185,12 @@ async def post_chat(db: AsyncEngine, match_id: str, seat: int, kind: str, code: 
                 {"m": match_id, "s": seat, "k": kind, "c": code},
             )
         ).first()
-    return int(row.id) if row is not None else 0
+        chat_id = int(row.id) if row is not None else 0
+        # Sockets of this match on every gateway are woken when this commits.
+        await conn.execute(
+            text("SELECT pg_notify(:ch, :p)"), {"ch": CHAT_CHANNEL, "p": f"{match_id}:{chat_id}"}
+        )
+    return chat_id
 
 
 async def read_chat(
@@ -300,15 +325,17 @@ def _encode(value: Any) -> str:
 
 
 class _Table:
-    """One connected socket: pumps engine events and chat out, actions in."""
+    """One connected socket: sends engine events and chat when its match is woken, takes actions."""
 
     def __init__(
         self, socket: WebSocket[Any, Any, Any], backends: Backends, db: AsyncEngine,
-        match_id: str, seat: int, player: str,
+        feed: MatchFeed, sub: Subscription, match_id: str, seat: int, player: str,
     ) -> None:  # fmt: skip
         self.socket = socket
         self.backends = backends
         self.db = db
+        self.feed = feed
+        self.sub = sub
         self.match_id = match_id
         self.seat = seat
         self.player = player
@@ -325,46 +352,68 @@ class _Table:
         await self.send({"type": "snapshot", "seq": view.seq, "view": view})
         return view.seq
 
-    async def pump_events(self, after: int) -> None:
-        seq = after
-        while True:
-            try:
-                page = await call(
-                    "engine",
-                    self.backends.engine.get(
-                        f"/internal/matches/{self.match_id}/seats/{self.seat}/events",
-                        EventPage,
-                        params={"after": seq, "wait_ms": LONG_POLL_MS},
-                    ),
-                )
-            except ServiceError as exc:
-                if exc.status >= 500:
-                    await asyncio.sleep(1.0)
-                    continue
-                raise
+    async def catch_up(self, seq: int) -> int:
+        """Send the seat's events after `seq` and then its snapshot; returns the new seq."""
+        for _ in range(MAX_PAGES_PER_WAKE):
+            feed = await seat_feed(self.backends, self.match_id, self.seat, seq)
+            page = feed.events
             if page.events:
                 seq = page.events[-1].seq
                 await self.send({"type": "events", "seq": seq, "events": page.events})
-                if not page.more:
-                    await self.send_snapshot()
-            elif page.seq < seq:
-                seq = page.seq
+            if page.more:
+                continue
+            if page.events and feed.snapshot is not None:
+                await self.send(
+                    {"type": "snapshot", "seq": feed.snapshot.seq, "view": feed.snapshot}
+                )
+            # The last page: every event up to the match's seq has been sent (or the match's
+            # log is shorter than `seq`, and the seat resumes from the log's end).
+            return page.seq
+        self.sub.events.set()  # more pages: read them after the others had their turn
+        return seq
+
+    async def pump_events(self, after: int) -> None:
+        seq = after
+        while True:
+            woken = await self.sub.wait_events(self.feed.wake_timeout_s)
+            if woken and self.sub.notified_seq <= seq:
+                continue  # nothing new for us (e.g. our own catch-up already covered it)
+            try:
+                seq = await self.catch_up(seq)
+            except ServiceError as exc:
+                if exc.status < 500:
+                    raise
+                await asyncio.sleep(RETRY_S)
+                self.sub.events.set()
 
     async def pump_chat(self) -> None:
-        last = 0
-        async with self.db.connect() as conn:
-            row = (
-                await conn.execute(
-                    text("SELECT coalesce(max(id), 0) AS m FROM gateway.chat WHERE match_id = :m"),
-                    {"m": self.match_id},
-                )
-            ).first()
-            last = int(row.m) if row is not None else 0
+        last: int | None = None
         while True:
-            await asyncio.sleep(1.0)
-            for message in await read_chat(self.db, self.match_id, last):
-                last = message.id
-                await self.send({"type": "chat", **msgspec.structs.asdict(message)})
+            try:
+                if last is None:
+                    async with self.db.connect() as conn:
+                        row = (
+                            await conn.execute(
+                                text(
+                                    "SELECT coalesce(max(id), 0) AS m FROM gateway.chat "
+                                    "WHERE match_id = :m"
+                                ),
+                                {"m": self.match_id},
+                            )
+                        ).first()
+                    last = int(row.m) if row is not None else 0
+                await self.sub.wait_chat(self.feed.chat_wake_timeout_s)
+                for _ in range(MAX_CHAT_PAGES_PER_WAKE):
+                    messages = await read_chat(self.db, self.match_id, last)
+                    for message in messages:
+                        last = message.id
+                        await self.send({"type": "chat", **msgspec.structs.asdict(message)})
+                    if len(messages) < 50:
+                        break
+            except (SQLAlchemyError, OSError) as exc:
+                log.info("table_chat_retry", error=type(exc).__name__)
+                await asyncio.sleep(RETRY_S)
+                self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
         try:
@@ -453,24 +502,28 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
         if counts.get(user, 0) >= MAX_SOCKETS_PER_USER:
             await socket.close(code=1008, reason="too many connections")
             return
+        feed: MatchFeed = socket.app.state.feed
+        # Subscribe before the first read, so nothing published after it is missed.
+        sub = feed.subscribe(match_id)
+        if sub is None:
+            await socket.close(code=1013, reason="try again later")
+            return
         counts[user] = counts.get(user, 0) + 1
-        table = _Table(socket, backends, socket.app.state.db, match_id, seat, user)
+        table = _Table(socket, backends, socket.app.state.db, feed, sub, match_id, seat, user)
         try:
             await table.send({"type": "hello", "seat": seat, "seq": state.seq})
-            start = state.seq
-            if after is not None and after < state.seq:
-                page = await call(
-                    "engine",
-                    backends.engine.get(
-                        f"/internal/matches/{match_id}/seats/{seat}/events",
-                        EventPage,
-                        params={"after": after, "wait_ms": 0},
-                    ),
+            start = after if after is not None and after < state.seq else state.seq
+            first = await seat_feed(backends, match_id, seat, start)
+            page = first.events
+            if page.events and not page.more:
+                await table.send(
+                    {"type": "events", "seq": page.events[-1].seq, "events": page.events}
                 )
-                if page.events and not page.more:
-                    start = page.events[-1].seq
-                    await table.send({"type": "events", "seq": start, "events": page.events})
-            start = await table.send_snapshot()
+            if first.snapshot is None:
+                start = await table.send_snapshot()
+            else:
+                start = first.snapshot.seq
+                await table.send({"type": "snapshot", "seq": start, "view": first.snapshot})
             tasks = [
                 asyncio.create_task(table.pump_events(start)),
                 asyncio.create_task(table.pump_chat()),
@@ -487,6 +540,7 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 if failure is not None and not isinstance(failure, WebSocketDisconnect):
                     log.info("table_socket_closed", error=type(failure).__name__)
         finally:
+            feed.unsubscribe(sub)
             counts[user] = counts.get(user, 1) - 1
             if counts[user] <= 0:
                 counts.pop(user, None)

@@ -1,0 +1,190 @@
+"""Two gateway apps on one database and engine: a table socket on gateway A hears an action
+and a chat line made through gateway B, delivered by PostgreSQL NOTIFY (api/feed.py).
+
+Gateway A is served by uvicorn on a loopback port in this event loop (so the socket is a real
+WebSocket); its safety-net fetch is pushed out of reach, so only a notification can wake it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+import websockets
+from litestar import Litestar
+
+from api.app import create_app
+from fairness.keys import ensure_dev_key
+from services.common.http import InternalClient
+from services.common.migrate import upgrade
+from services.engine.app import create_app as create_engine_app
+from services.engine.ports import HttpLedger
+from services.ledger.app import create_app as create_ledger_app
+from services.matchmaking.app import create_app as create_mm_app
+from services.matchmaking.config import MatchmakingConfig
+from tests.api.api_helpers import bearer, make_user
+from tests.api.platform_stack import COMPONENTS
+from tests.conftest import make_settings
+
+FRAME_TIMEOUT_S = 4.0  # well under the (disabled) safety net: only NOTIFY can deliver
+
+
+@pytest.fixture(scope="module")
+def platform_db(database_url: str) -> str:
+    upgrade(database_url, COMPONENTS)
+    return database_url
+
+
+@asynccontextmanager
+async def two_gateways(
+    database_url: str, secret: bytes, key_dir: Path
+) -> AsyncIterator[tuple[Litestar, Litestar]]:
+    key_file = key_dir / "operator_key.pem"
+    ensure_dev_key(key_file)
+    settings = make_settings(database_url, secret, operator_key_file=key_file)
+    ledger_app = create_ledger_app(settings, seal_in_background=False)
+    engine_ledger = HttpLedger(settings)
+    await engine_ledger.client.aclose()
+    engine_ledger.client = InternalClient(
+        "http://ledger", settings, "engine", transport=httpx.ASGITransport(app=ledger_app)
+    )
+    engine_app = create_engine_app(settings, ledger=engine_ledger, scan=False)
+    mm_app = create_mm_app(
+        settings,
+        config=MatchmakingConfig(sweep_interval_ms=0),
+        ledger_transport=httpx.ASGITransport(app=ledger_app),
+        engine_transport=httpx.ASGITransport(app=engine_app),
+    )
+
+    def gateway() -> Litestar:
+        return create_app(
+            settings,
+            transports={
+                "ledger": httpx.ASGITransport(app=ledger_app),
+                "engine": httpx.ASGITransport(app=engine_app),
+                "matchmaking": httpx.ASGITransport(app=mm_app),
+            },
+        )
+
+    gw_a, gw_b = gateway(), gateway()
+    async with AsyncExitStack() as stack:
+        for app in (ledger_app, engine_app, mm_app, gw_a, gw_b):
+            await stack.enter_async_context(app.lifespan())
+        yield gw_a, gw_b
+
+
+@asynccontextmanager
+async def serve(app: Litestar) -> AsyncIterator[int]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_config=None)
+    )
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        assert server.started
+        yield port
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+async def next_frame(ws: Any, kind: str, min_seq: int = -1) -> dict[str, Any]:
+    async with asyncio.timeout(FRAME_TIMEOUT_S):
+        while True:
+            frame = json.loads(await ws.recv())
+            if frame["type"] == kind and frame.get("seq", min_seq) >= min_seq:
+                return dict(frame)
+
+
+def action_for(view: dict[str, Any]) -> dict[str, Any] | None:
+    legal = view["legal"]
+    if not legal:
+        return None
+    first = legal[0]
+    seed = f"x-{view['state']['deal_id']}"
+    if first["type"] == "seed_commit":
+        return {"type": "seed_commit", "commitment": hashlib.sha256(seed.encode()).hexdigest()}
+    if first["type"] == "seed_reveal":
+        return {"type": "seed_reveal", "seed": seed}
+    if first["type"] == "play":
+        return {"type": "play", "tile": first["tile"], "end": first.get("end")}
+    if first["type"] == "choose":
+        return {"type": "choose", "salgo": True}
+    return None
+
+
+async def test_socket_on_one_gateway_hears_actions_made_through_another(
+    platform_db: str, internal_secret: bytes, tmp_path: Path
+) -> None:
+    await make_user(platform_db, "xgate")
+    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, gw_b):
+        feed_a = gw_a.state.feed
+        feed_a.wake_timeout_s = feed_a.chat_wake_timeout_s = 600.0  # no safety net here
+        for app in (gw_a, gw_b):
+            await asyncio.wait_for(app.state.feed.listening.wait(), 10)
+        transport = httpx.ASGITransport(app=gw_b, client=("127.0.0.1", 50001))
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://testserver") as b,
+            serve(gw_a) as port,
+        ):
+            headers = await bearer(b, "xgate")
+            r = await b.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
+            assert r.status_code == 200, r.text
+            match_id = r.json()["match_id"]
+            url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
+            async with websockets.connect(url, additional_headers=headers) as ws:
+                hello = await next_frame(ws, "hello")
+                view = (await next_frame(ws, "snapshot"))["view"]
+                assert hello["seat"] == view["seat"] and feed_a.subscriptions == 1
+                accepted = None
+                for _ in range(20):  # the CPU may move first: act on the newest view
+                    action = action_for(view)
+                    if action is not None:
+                        a = await b.post(
+                            f"/api/matches/{match_id}/actions",
+                            json={"seq": view["seq"], "action": action},
+                            headers=headers,
+                        )
+                        if a.status_code == 200:
+                            accepted = a.json()["seq"]
+                            break
+                        assert a.status_code == 409, a.text
+                    view = (await next_frame(ws, "snapshot", view["seq"] + 1))["view"]
+                assert accepted is not None
+                # Made through gateway B; heard on gateway A's socket, by NOTIFY only.
+                events = await next_frame(ws, "events", accepted)
+                assert events["events"] and events["seq"] >= accepted
+                snap = await next_frame(ws, "snapshot", accepted)
+                assert snap["view"]["seat"] == hello["seat"]
+                c = await b.post(
+                    f"/api/matches/{match_id}/chat",
+                    json={"kind": "reaction", "code": "aplauso"},
+                    headers=headers,
+                )
+                assert c.status_code == 200, c.text
+                async with asyncio.timeout(FRAME_TIMEOUT_S):
+                    while True:
+                        frame = json.loads(await ws.recv())
+                        if frame["type"] == "chat":
+                            break
+                assert frame["code"] == "aplauso" and frame["id"] == c.json()["id"]
+            for _ in range(100):
+                if feed_a.subscriptions == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert feed_a.subscriptions == 0

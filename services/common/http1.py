@@ -226,7 +226,9 @@ class Http1Pool:
         self.host = host
         self.port = port
         self.max_response_bytes = max_response_bytes
+        self.max_connections = max_connections
         self._slots = asyncio.Semaphore(max_connections)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: collections.deque[_Connection] = collections.deque()
         self._closed = False
         self.connections_opened = 0
@@ -235,6 +237,13 @@ class Http1Pool:
         """Send one complete request (head and body) and return (status, body)."""
         if self._closed:
             raise TransportError("ClientClosed", "the client has been closed")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # First use, or a new event loop (tests): sockets and waiters of another loop
+            # cannot be used from this one.
+            self._loop = loop
+            self._idle.clear()
+            self._slots = asyncio.Semaphore(self.max_connections)
         phase = "PoolTimeout"
         try:
             async with asyncio.timeout(timeout_s):
@@ -273,7 +282,8 @@ class Http1Pool:
         except TimeoutError:
             raise TransportError(phase) from None
         except OSError as exc:
-            raise TransportError("ConnectError", f"{type(exc).__name__}: {exc}") from exc
+            kind = "ConnectError" if phase == "ConnectTimeout" else "ReadError"
+            raise TransportError(kind, f"{type(exc).__name__}: {exc}") from exc
 
     def _take_idle(self) -> _Connection | None:
         idle = self._idle

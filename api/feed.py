@@ -38,13 +38,19 @@ BACKOFF_MAX_S = 5.0
 class Subscription:
     """One socket's interest in one match: two wake flags and the newest seq announced."""
 
-    __slots__ = ("chat", "events", "match_id", "notified_seq")
+    __slots__ = ("chat", "events", "forced", "match_id", "notified_seq")
 
     def __init__(self, match_id: str) -> None:
         self.match_id = match_id
         self.events = asyncio.Event()
         self.chat = asyncio.Event()
         self.notified_seq = -1
+        self.forced = False  # fetch on the next wake even if `notified_seq` is not newer
+
+    def wake(self) -> None:
+        """Wake the socket's event pump to fetch whatever is there (a retry, a reconnect)."""
+        self.forced = True
+        self.events.set()
 
     @staticmethod
     async def _wait(flag: asyncio.Event, timeout_s: float) -> bool:
@@ -124,7 +130,7 @@ class MatchFeed:
     def wake_all(self) -> None:
         for subs in self._topics.values():
             for sub in subs:
-                sub.events.set()
+                sub.wake()
                 sub.chat.set()
 
     def _on_engine(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:

@@ -64,7 +64,9 @@ MAX_SOCKETS_PER_USER = 8
 LONG_POLL_MS = 20_000
 MAX_PAGES_PER_WAKE = 20  # event pages a socket reads per wake-up before it waits again
 MAX_CHAT_PAGES_PER_WAKE = 4
-RETRY_S = 1.0  # after the engine or the database failed, try again this much later
+RETRY_S = 1.0
+MAX_BEHIND_RETRIES = 3
+BEHIND_RETRY_S = 0.05  # after the engine or the database failed, try again this much later
 
 PHRASES: tuple[str, ...] = (
     "hola",
@@ -369,22 +371,33 @@ class _Table:
             # The last page: every event up to the match's seq has been sent (or the match's
             # log is shorter than `seq`, and the seat resumes from the log's end).
             return page.seq
-        self.sub.events.set()  # more pages: read them after the others had their turn
+        self.sub.wake()  # more pages: read them after the others had their turn
         return seq
 
     async def pump_events(self, after: int) -> None:
         seq = after
+        behind = 0
         while True:
             woken = await self.sub.wait_events(self.feed.wake_timeout_s)
-            if woken and self.sub.notified_seq <= seq:
+            if woken and not self.sub.forced and self.sub.notified_seq <= seq:
                 continue  # nothing new for us (e.g. our own catch-up already covered it)
+            self.sub.forced = False
             try:
                 seq = await self.catch_up(seq)
             except ServiceError as exc:
                 if exc.status < 500:
                     raise
                 await asyncio.sleep(RETRY_S)
-                self.sub.events.set()
+                self.sub.wake()
+                continue
+            # Announced but not yet readable (should not happen: the engine answers after it
+            # applied the entry): look again shortly, a few times, then leave it to the net.
+            if seq < self.sub.notified_seq and behind < MAX_BEHIND_RETRIES:
+                behind += 1
+                await asyncio.sleep(BEHIND_RETRY_S)
+                self.sub.wake()
+            else:
+                behind = 0
 
     async def pump_chat(self) -> None:
         last: int | None = None

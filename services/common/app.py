@@ -123,30 +123,39 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
         started = time.perf_counter()
         status_holder = [0]
 
+        method = scope.get("method", "WS")
+
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status_holder[0] = message["status"]
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 message = {**message, "headers": headers}  # type: ignore[assignment]
+                # Logged before the response leaves, so a client that has its answer can
+                # rely on the line being written (duration: until the response starts).
+                log.debug(
+                    "request",
+                    method=method,
+                    path=scope.get("path", ""),
+                    status=status_holder[0],
+                    duration_ms=round((time.perf_counter() - started) * 1000, 2),
+                )
             await send(message)
 
         try:
             await app(scope, receive, send_with_id)
         finally:
             elapsed_s = time.perf_counter() - started
-            method = scope.get("method", "WS")
             route = scope.get("path_template") or "unmatched"
             service = scope["app"].state.get("service", "unknown") if "app" in scope else "unknown"
             REQUESTS.labels(service, method, route, f"{status_holder[0] // 100}xx").inc()
             REQUEST_SECONDS.labels(service, route).observe(elapsed_s)
-            log.debug(
-                "request",
-                method=method,
-                path=scope.get("path", ""),
-                status=status_holder[0],
-                duration_ms=round(elapsed_s * 1000, 2),
-            )
+            if scope["type"] == "websocket":
+                log.debug(
+                    "websocket_closed",
+                    path=scope.get("path", ""),
+                    duration_ms=round(elapsed_s * 1000, 2),
+                )
             reset_contextvars(**tokens)
 
     return middleware

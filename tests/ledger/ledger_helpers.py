@@ -5,7 +5,9 @@ from __future__ import annotations
 import uuid
 
 import asyncpg
+import pytest
 
+from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat
 from services.common.migrate import upgrade
 
@@ -52,3 +54,12 @@ async def entry_count(url: str) -> int:
         return int(await conn.fetchval("SELECT count(*) FROM ledger.entries"))
     finally:
         await conn.close()
+
+
+async def refused(coro: object, status: int, code: str) -> LedgerError:
+    """Await `coro`, which must be refused with this status and machine-readable code."""
+    with pytest.raises(LedgerError) as info:
+        await coro  # type: ignore[misc]
+    if (info.value.status, info.value.code) != (status, code):
+        raise AssertionError(f"expected {status} {code}, got {info.value}")
+    return info.value

@@ -4,27 +4,12 @@ planted discrepancies are named."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator
 
 import pytest
-from ledger_helpers import funded, key, migrate, seated_match, superuser
+from ledger_helpers import funded, key, seated_match, superuser
 
 from ledger import cashier_cli, chain, cli
 from ledger.ops import Ledger, Winner
-
-
-@pytest.fixture(scope="module")
-def url(database_url: str) -> str:
-    return migrate(database_url)
-
-
-@pytest.fixture
-async def ledger(url: str) -> AsyncIterator[Ledger]:
-    ledger = await Ledger.connect(url, min_size=1, max_size=4)
-    try:
-        yield ledger
-    finally:
-        await ledger.close()
 
 
 async def _book_some_activity(ledger: Ledger) -> None:

@@ -8,7 +8,7 @@ import random
 from collections.abc import AsyncIterator
 
 import pytest
-from ledger_helpers import funded, key, migrate, superuser
+from ledger_helpers import funded, key, superuser
 
 from ledger import reports
 from ledger.errors import LedgerError
@@ -17,11 +17,6 @@ from ledger.ops import Ledger, Seat, Winner
 PLAYERS = [f"cc_p{i}" for i in range(6)]
 WORKERS = 24
 OPS_PER_WORKER = 40
-
-
-@pytest.fixture(scope="module")
-def url(database_url: str) -> str:
-    return migrate(database_url)
 
 
 @pytest.fixture

@@ -3,38 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ledger_helpers import balance, entry_count, funded, key, migrate, seated_match, superuser
+from ledger_helpers import balance, entry_count, funded, key, refused, seated_match, superuser
 
-from ledger.errors import LedgerError
 from ledger.money import commission_shard, split_pot
 from ledger.ops import Ledger, Seat, Winner
-
-
-@pytest.fixture(scope="module")
-def url(database_url: str) -> str:
-    return migrate(database_url)
-
-
-@pytest.fixture
-async def ledger(url: str) -> AsyncIterator[Ledger]:
-    ledger = await Ledger.connect(url, min_size=1, max_size=4)
-    try:
-        yield ledger
-    finally:
-        await ledger.close()
-
-
-async def refused(coro: object, status: int, code: str) -> LedgerError:
-    with pytest.raises(LedgerError) as info:
-        await coro  # type: ignore[misc]
-    assert (info.value.status, info.value.code) == (status, code), info.value
-    return info.value
 
 
 async def test_deposit_and_withdraw(ledger: Ledger) -> None:

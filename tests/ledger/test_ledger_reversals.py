@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import balance, entry_count, funded, key, migrate, seated_match, superuser
+from ledger_helpers import balance, entry_count, funded, key, refused, seated_match, superuser
 from litestar.testing import AsyncTestClient
 
 from ledger import cashier_cli, chain, cli, reports
@@ -20,27 +20,6 @@ from services.common.auth import header_value
 from services.ledger.app import create_app
 from services.ledger.contract import EntryResult
 from tests.conftest import make_settings
-
-
-@pytest.fixture(scope="module")
-def url(database_url: str) -> str:
-    return migrate(database_url)
-
-
-@pytest.fixture
-async def ledger(url: str) -> AsyncIterator[Ledger]:
-    ledger = await Ledger.connect(url, min_size=1, max_size=4)
-    try:
-        yield ledger
-    finally:
-        await ledger.close()
-
-
-async def refused(coro: object, status: int, code: str) -> LedgerError:
-    with pytest.raises(LedgerError) as info:
-        await coro  # type: ignore[misc]
-    assert (info.value.status, info.value.code) == (status, code), info.value
-    return info.value
 
 
 async def test_reverse_a_deposit_and_a_withdrawal(ledger: Ledger) -> None:

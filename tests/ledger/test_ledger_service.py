@@ -7,18 +7,13 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import key, migrate
+from ledger_helpers import key
 from litestar.testing import AsyncTestClient
 
 from services.common.auth import header_value
 from services.ledger.app import create_app
 from services.ledger.contract import EntryResult, WalletBalance
 from tests.conftest import make_settings
-
-
-@pytest.fixture(scope="module")
-def url(database_url: str) -> str:
-    return migrate(database_url)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Ledger throughput: holds and settlements per second through the ledger service over real
-HTTP (uvicorn on loopback, httpx clients) at 8 and 32 concurrent clients, with p50/p99
+HTTP (uvicorn on loopback; the services' own InternalClient and a minimal raw client) at 8 and 32 concurrent clients, with p50/p99
 latency, against the ceiling of the same SQL driven by `pgbench` on the same server.
 
 Everything runs on this machine: an embedded PostgreSQL in a temporary folder, the ledger
@@ -26,7 +26,9 @@ import msgspec
 
 from bench.common import percentile, write_result
 from services.common.auth import header_value
+from services.common.config import Settings
 from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
+from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
 
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
@@ -35,7 +37,7 @@ PLAYERS = 64
 MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "30000"))
 # httpx costs more CPU per request than the service itself on a small machine, so the same
 # load is also driven by a minimal keep-alive HTTP/1.1 client to show the service's capacity.
-CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "httpx,raw").split(","))
+CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw").split(","))
 SERVER_WORKERS = int(os.environ.get("BENCH_LEDGER_WORKERS", "1"))
 TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}
 
@@ -159,6 +161,12 @@ async def _http_run(
         await asyncio.gather(*(http.get("/health") for _ in range(clients)))  # warm up
         stop_at = time.perf_counter() + SECONDS
 
+        internal = (
+            InternalClient(base, Settings(internal_secret=secret), "bench", timeout_s=30)
+            if client == "internal"
+            else None
+        )
+
         async def one(c: int) -> None:
             raw = _RawClient("127.0.0.1", port) if client == "raw" else None
             i = 0
@@ -190,6 +198,12 @@ async def _http_run(
                     started = time.perf_counter()
                     if raw is not None:
                         status, content = await raw.post(path, encode(body), auth)
+                    elif internal is not None:
+                        try:
+                            await internal.post(path, body, dict)
+                            status, content = 200, b""
+                        except RemoteError as exc:
+                            status, content = exc.status, exc.code.encode()
                     else:
                         response = await http.post(
                             path, content=encode(body), headers={"Authorization": auth}
@@ -205,6 +219,8 @@ async def _http_run(
         began = time.perf_counter()
         await asyncio.gather(*(one(c) for c in range(clients)))
         elapsed = time.perf_counter() - began
+        if internal is not None:
+            await internal.aclose()
     latencies.sort()
     return {
         "client": client,

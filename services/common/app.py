@@ -25,7 +25,7 @@ from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from services.common.auth import AUTH_HEADER, AuthError, caller_from_header
+from services.common.auth import AUTH_HEADER, AuthError, VerifiedTokens
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
 from services.common.errors import ServiceError
@@ -162,6 +162,7 @@ def request_id_middleware(app: ASGIApp) -> ASGIApp:
 
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
+_VERIFIED = VerifiedTokens()
 
 
 async def internal_auth_guard(
@@ -173,7 +174,7 @@ async def internal_auth_guard(
         return
     settings: Settings = connection.app.state.settings
     try:
-        caller = caller_from_header(settings.internal_secret, connection.headers.get(AUTH_HEADER))
+        caller = _VERIFIED.caller(settings.internal_secret, connection.headers.get(AUTH_HEADER))
     except AuthError as exc:
         raise NotAuthorizedException(detail=str(exc)) from None
     connection.scope.setdefault("state", {})["caller"] = caller

@@ -85,3 +85,26 @@ class TokenCache:
             self._value = header_value(self._secret, self._caller, self._ttl_s)
             self._refresh_at_ms = now + (self._ttl_s * 1000) // 2
         return self._value
+
+
+class VerifiedTokens:
+    """Headers already verified, with their expiry: callers reuse one token for half its
+    life (TokenCache), so a repeat costs a dict lookup and the expiry check, not an HMAC.
+    Anything not remembered, or expired, goes through `caller_from_header` (same errors)."""
+
+    def __init__(self, max_size: int = 256) -> None:
+        self._max_size = max_size
+        self._seen: dict[tuple[bytes, str], tuple[str, int]] = {}
+
+    def caller(self, secret: bytes, value: str | None) -> str:
+        if value is not None:
+            hit = self._seen.get((secret, value))
+            if hit is not None and hit[1] >= int(time.time() * 1000):
+                return hit[0]
+        caller = caller_from_header(secret, value)
+        if value is not None:
+            if len(self._seen) >= self._max_size:
+                self._seen.clear()
+            expires = int(value[len(SCHEME) + 1 :].strip().split(".")[2])
+            self._seen[(secret, value)] = (caller, expires)
+        return caller

@@ -27,11 +27,16 @@ class RealClock:
         if deadline_ms is None:
             await wake.wait()
             return
-        delay_s = max(0.0, (deadline_ms - self.now_ms()) / 1000)
-        try:
-            await asyncio.wait_for(wake.wait(), timeout=delay_s)
-        except TimeoutError:
+        delay_s = (deadline_ms - self.now_ms()) / 1000
+        if delay_s <= 0:
             return
+        # A timer that sets `wake` (the waiter clears it before it waits again): no task and
+        # no cancellation per wait, as asyncio.wait_for would cost.
+        timer = asyncio.get_running_loop().call_later(delay_s, wake.set)
+        try:
+            await wake.wait()
+        finally:
+            timer.cancel()
 
 
 class ManualClock:

@@ -1,9 +1,10 @@
 """The engine's PostgreSQL side: match logs (group-committed appends + NOTIFY) and ownership.
 
-Appends from every match are batched by a few writer tasks into one transaction per batch
-(one INSERT over unnest arrays and one pg_notify per event), so one round trip and one commit
-carry many actions. The primary key (match_id, log_no) fences a stale writer: two processes
-can never both append the same entry of a match.
+Appends from every match are batched by a few writer tasks into one statement per batch (an
+INSERT over unnest arrays in a CTE and one pg_notify per entry, committed together as one
+implicit transaction), so one round trip and one commit carry many actions. The primary key
+(match_id, log_no) fences a stale writer: two processes can never both append the same entry
+of a match.
 
 Ownership: a match is run by the process that holds the session advisory lock of its id on
 this process's dedicated lock connection. If the process dies the connection drops, the lock
@@ -47,6 +48,13 @@ class _Pending:
     future: asyncio.Future[None]
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release. The pool runs only single statements that leave no session
+    state (no LISTEN, SET, cursors or advisory locks: those live on the lock connection), so
+    asyncpg's own step (ROLLBACK of a transaction left open) suffices and the default reset
+    query, a round trip per release, is skipped."""
+
+
 class Store:
     def __init__(self, database_url: str, *, pool_size: int = 8) -> None:
         self._dsn = asyncpg_dsn(database_url)
@@ -69,6 +77,7 @@ class Store:
             min_size=2,
             max_size=self._pool_size,
             server_settings={"role": APP_ROLE, "application_name": "mesa-engine"},
+            reset=_keep_session,
         )
         self._lock_conn = await self._connect()
         self._writers = [asyncio.create_task(self._writer()) for _ in range(WRITERS)]
@@ -183,17 +192,17 @@ class Store:
                     p.future.set_result(None)
 
     async def _write(self, batch: list[_Pending]) -> None:
-        async with self._pool().acquire() as conn, conn.transaction():
+        # One statement, so one round trip and its own transaction (no BEGIN, no COMMIT):
+        # the rows and their NOTIFYs (one per entry, in order) commit together or not at all.
+        async with self._pool().acquire() as conn:
             await conn.execute(
-                "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
-                " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])",
+                "WITH ins AS (INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+                " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[]))"
+                " SELECT pg_notify($5, x) FROM unnest($6::text[]) AS x",
                 [p.match_id for p in batch],
                 [p.log_no for p in batch],
                 [p.seq for p in batch],
                 [p.record for p in batch],
-            )
-            await conn.execute(
-                "SELECT pg_notify($1, x) FROM unnest($2::text[]) AS x",
                 NOTIFY_CHANNEL,
                 [f"{p.match_id}:{p.seq}" for p in batch],
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from services.engine import runtime as RT
@@ -293,9 +294,12 @@ async def test_engine_evicts_finished_matches_and_reloads_them_on_demand(
             assert r.status_code == 200, r.text
         final = await _state(c, "evict1", h)
         assert final["status"] == "void"
-        assert await hz.engine.evict_finished() == 0
+        # The engine lives on the test client's own event loop (another thread): run it there,
+        # never on this one (its asyncpg connections belong to that loop).
+        portal = c.blocking_portal
+        assert await asyncio.to_thread(portal.call, hz.engine.evict_finished) == 0
         hz.clock.advance(EVICT_AFTER_MS)
-        assert await hz.engine.evict_finished() == 1
+        assert await asyncio.to_thread(portal.call, hz.engine.evict_finished) == 1
         assert "evict1" not in hz.engine.actors
         reloaded = await _state(c, "evict1", h)
         assert (reloaded["status"], reloaded["seq"]) == (final["status"], final["seq"])

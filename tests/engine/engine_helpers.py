@@ -159,7 +159,7 @@ async def drive(
             raise AssertionError(f"seat {seat} has nothing to do: {snap}")
         a = legal[0] if rng is None else rng.choice(legal)
         n = snap["state"]["deal_id"] or ""
-        if seat in leave and snap["state"]["hand_no"] >= leave[seat]:
+        if seat in leave and a["type"] == "play" and snap["state"]["hand_no"] >= leave[seat]:
             action: dict[str, Any] = {"type": "leave"}
             del leave[seat]
         elif a["type"] == "seed_commit":

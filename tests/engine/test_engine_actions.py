@@ -191,10 +191,10 @@ async def test_engine_bots_take_departed_seats_and_paid_settlement(
         c = hz.client
         body = spec("paid1", "cubana", {"preset": "oriente"}, 4, tier="10", stake_cents=1000)
         assert (await c.post("/internal/matches", json=body, headers=h)).status_code == 200
-        st = await drive(c, hz.engine, "paid1", h, leave={1: 1, 3: 1})
+        st = await drive(c, hz.engine, "paid1", h, leave={1: 0, 3: 0})
         assert st["status"] == "finished"
-        # Seats 1 and 3 leave at their first turn of the first hand (the deal decides whether
-        # each gets one); every seat that left is played by a bot, and only those.
+        # Seats 1 and 3 leave at their first play (the deal decides whether each gets one
+        # before the match ends); every seat that left is played by a bot, and only those.
         seats = st["seats"]
         assert all(s["bot"] == s["left"] for s in seats), seats
         assert any(s["left"] for s in seats[1::2]) and not seats[0]["left"], seats

@@ -90,6 +90,11 @@ def _url(name: str, raw: str) -> str:
     return raw.rstrip("/")
 
 
+def _urls(name: str, raw: str) -> str:
+    """One base URL, or several comma-separated ones for replicas (engine processes)."""
+    return ",".join(_url(name, part.strip()) for part in raw.split(","))
+
+
 def _database_url(name: str, raw: str) -> str:
     if not re.match(r"^postgres(ql)?(\+asyncpg)?://", raw):
         raise ConfigError(f"{name} must be a postgresql:// URL, got a value of another form")
@@ -146,7 +151,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENGINE_PORT": ("engine_port", _port, "engine service port"),
     "MESA_MATCHMAKING_PORT": ("matchmaking_port", _port, "matchmaking service port"),
     "MESA_LEDGER_URL": ("ledger_url", _url, "base URL of the ledger service"),
-    "MESA_ENGINE_URL": ("engine_url", _url, "base URL of the engine service"),
+    "MESA_ENGINE_URL": (
+        "engine_url",
+        _urls,
+        "base URL of the engine service; comma-separated for replicas",
+    ),
     "MESA_MATCHMAKING_URL": ("matchmaking_url", _url, "base URL of the matchmaking service"),
     "MESA_LOG_FORMAT": ("log_format", _choice("console", "json"), "console (readable) or json"),
     "MESA_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error"), "log level"),

@@ -12,6 +12,9 @@ an `https://` URL still goes through httpx.
 
 from __future__ import annotations
 
+import re
+import zlib
+from collections import OrderedDict
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -46,7 +49,18 @@ class RemoteError(Exception):
 
 
 class ServiceUnavailable(Exception):
-    """The callee could not be reached or did not answer in time."""
+    """The callee could not be reached, did not answer in time, or answered 502/503/504
+    (`code` is its machine-readable reason, e.g. `not_owner`, or `unreachable`)."""
+
+    def __init__(self, message: str, code: str = "unreachable") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# A match id in an internal path; requests about one match go to the replica that owns it.
+_MATCH_PATH = re.compile(r"^/internal/matches/([^/?]+)")
+# Remembered owners per match, bounded (oldest forgotten first).
+MAX_REMEMBERED_OWNERS = 100_000
 
 
 class _ErrorBody(msgspec.Struct):
@@ -70,6 +84,24 @@ class InternalClient:
         self._timeout_s = timeout_s
         self._pool: Http1Pool | None = None
         self._client: httpx.AsyncClient | None = None
+        # Several comma-separated base URLs are replicas (engine processes): see `_routed`.
+        self._replicas: list[InternalClient] = []
+        self._owners: OrderedDict[str, int] = OrderedDict()
+        urls = [u.strip() for u in base_url.split(",") if u.strip()]
+        if len(urls) > 1 and transport is None:
+            self._replicas = [
+                InternalClient(
+                    u,
+                    settings,
+                    caller,
+                    timeout_s=timeout_s,
+                    max_connections=max_connections,
+                    max_response_bytes=max_response_bytes,
+                )
+                for u in urls
+            ]
+            return
+        base_url = urls[0] if urls else base_url
         url = urlsplit(base_url)
         if transport is None and url.scheme == "http" and url.hostname:
             self._pool = Http1Pool(
@@ -91,6 +123,8 @@ class InternalClient:
             )
 
     async def aclose(self) -> None:
+        for replica in self._replicas:
+            await replica.aclose()
         if self._pool is not None:
             await self._pool.aclose()
         if self._client is not None:
@@ -117,6 +151,8 @@ class InternalClient:
         body: Any = None,
         params: dict[str, Any] | None = None,
     ) -> T:
+        if self._replicas:
+            return await self._routed(method, path, response_type, body, params)
         content = msgspec.json.encode(body) if body is not None else None
         if self._pool is None:
             return await self._request_httpx(method, path, response_type, content, params)
@@ -157,6 +193,52 @@ class InternalClient:
             raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
         return _result(method, path, response.status_code, response.content, response_type)
 
+    async def _routed(
+        self,
+        method: str,
+        path: str,
+        response_type: type[T],
+        body: Any,
+        params: dict[str, Any] | None,
+    ) -> T:
+        """Send a request about one match to the replica that owns it.
+
+        A new match goes to a replica chosen by its id (spreading matches); a replica that
+        answers `not_owner` or cannot be reached is skipped for the next one, and the one that
+        answers is remembered. Retrying on another replica is safe: a replica that is not the
+        owner changes nothing, and a repeated action is refused by its sequence number.
+        """
+        found = _MATCH_PATH.match(path)
+        match_id = found.group(1) if found else getattr(body, "match_id", None)
+        n = len(self._replicas)
+        if match_id is None:
+            first = 0
+        elif match_id in self._owners:
+            first = self._owners[match_id]
+        else:
+            first = zlib.crc32(str(match_id).encode()) % n
+        last_error: ServiceUnavailable | None = None
+        for step in range(n):
+            index = (first + step) % n
+            try:
+                result = await self._replicas[index].request(
+                    method, path, response_type, body, params
+                )
+            except ServiceUnavailable as exc:
+                if exc.code not in ("not_owner", "unreachable"):
+                    raise
+                last_error = exc
+                continue
+            if match_id is not None:
+                self._owners[match_id] = index
+                self._owners.move_to_end(match_id)
+                if len(self._owners) > MAX_REMEMBERED_OWNERS:
+                    self._owners.popitem(last=False)
+            return result
+        if last_error is None:
+            raise ServiceUnavailable(f"{method} {path}: no replica")
+        raise last_error
+
     async def get(
         self, path: str, response_type: type[T], params: dict[str, Any] | None = None
     ) -> T:
@@ -173,6 +255,6 @@ def _result(method: str, path: str, status: int, content: bytes, response_type: 
         except msgspec.DecodeError:
             err = _ErrorBody(error="error", detail=content.decode("utf-8", "replace")[:200])
         if status in (502, 503, 504):
-            raise ServiceUnavailable(f"{method} {path}: {status} {err.error}")
+            raise ServiceUnavailable(f"{method} {path}: {status} {err.error}", err.error)
         raise RemoteError(status, err.error, err.detail)
     return msgspec.json.decode(content, type=response_type)

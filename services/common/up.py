@@ -227,6 +227,11 @@ def main(argv: list[str]) -> int:
         ("matchmaking", "MESA_MATCHMAKING_URL"),
     ):
         env.setdefault(url_var, settings.url_of(name))
+    if args.engines > 1 and not settings.engine_url:
+        # Every caller knows every engine replica and routes each match to its owner.
+        env["MESA_ENGINE_URL"] = ",".join(
+            f"http://{settings.host}:{c.port}" for c in children if c.service == "engine"
+        )
 
     supervisor = Supervisor(settings, children, env)
 

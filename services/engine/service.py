@@ -390,14 +390,19 @@ class Engine:
         validate_spec(spec)
         now = self.clock.now_ms()
         spec_doc = msgspec.to_builtins(spec)
+        if spec.match_id not in self.actors:
+            # The lock comes before the row: another replica's scanner must never see a new
+            # match unlocked and take it over while it is being created here.
+            if not await self.store.try_lock(spec.match_id):
+                raise ServiceError(503, "not_owner", "another engine process runs this match")
         old = await self.store.insert_match(spec.match_id, spec_doc, now)
         if old is not None:
+            if spec.match_id not in self.actors:
+                await self.store.unlock(spec.match_id)  # _acquire takes it again, once
             if old.get("spec") != spec_doc:
                 raise conflict("match_exists", "a different match has this id")
             actor = await self._acquire(spec.match_id)
             return await actor.call(lambda: self._created(actor))
-        if not await self.store.try_lock(spec.match_id):
-            raise ServiceError(503, "not_owner", "another engine process runs this match")
         match = Match.create(spec, self.key, now)
         actor = MatchActor(self, match)
         self.actors[spec.match_id] = actor

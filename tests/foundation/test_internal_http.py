@@ -368,3 +368,73 @@ async def test_malformed_and_header_flood_responses(settings):
         for _ in range(2):
             with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
                 await client.get("/x", Echo)
+
+
+# Replicas: several base URLs, each match routed to the replica that owns it -------------------
+
+
+class Owned(msgspec.Struct):
+    match_id: str
+    replica: str
+
+
+def _replica_app(settings, name: str, owns: set[str]):
+    @get("/internal/matches/{match_id:str}")
+    async def state(match_id: str) -> Owned:
+        if match_id not in owns:
+            raise ServiceError(503, "not_owner", "another engine process runs this match")
+        return Owned(match_id=match_id, replica=name)
+
+    @get("/internal/busy/{match_id:str}")
+    async def busy(match_id: str) -> Owned:
+        raise ServiceError(503, "busy", "inbox full")
+
+    return create_service_app("engine", settings, [state, busy])
+
+
+async def test_replicas_route_each_match_to_its_owner_and_remember_it(settings):
+    owns_a, owns_b = {"m-a1", "m-a2"}, {"m-b1"}
+    async with (
+        Server(_replica_app(settings, "a", owns_a)) as a,
+        Server(_replica_app(settings, "b", owns_b)) as b,
+    ):
+        client = InternalClient(f"{a.url},{b.url}", settings, "gateway")
+        try:
+            for match_id, replica in [("m-a1", "a"), ("m-b1", "b"), ("m-a2", "a")]:
+                got = await client.get(f"/internal/matches/{match_id}", Owned)
+                assert got == Owned(match_id=match_id, replica=replica)
+                assert client._owners[match_id] == (0 if replica == "a" else 1)
+            # ownership moves (a replica died and another took over): found again
+            owns_a.discard("m-a1")
+            owns_b.add("m-a1")
+            assert (await client.get("/internal/matches/m-a1", Owned)).replica == "b"
+            # a match nobody owns: the owner's refusal is passed on, after every replica
+            with pytest.raises(ServiceUnavailable) as info:
+                await client.get("/internal/matches/m-nobody", Owned)
+            assert info.value.code == "not_owner"
+            # other refusals are the owner's answer and are not retried elsewhere
+            with pytest.raises(ServiceUnavailable) as info:
+                await client.get("/internal/busy/x", Owned)
+            assert info.value.code == "busy"
+        finally:
+            await client.aclose()
+
+
+async def test_replicas_skip_one_that_cannot_be_reached(settings):
+    dead = f"http://127.0.0.1:{free_port()}"
+    async with Server(_replica_app(settings, "b", {"m-1", "m-2", "m-3"})) as b:
+        client = InternalClient(f"{dead},{b.url}", settings, "gateway")
+        try:
+            for match_id in ("m-1", "m-2", "m-3"):
+                assert (await client.get(f"/internal/matches/{match_id}", Owned)).replica == "b"
+        finally:
+            await client.aclose()
+
+
+def test_engine_url_accepts_replicas_and_checks_each():
+    from services.common.config import ConfigError, load_settings
+
+    both = "http://127.0.0.1:8002,http://127.0.0.1:8102"
+    assert load_settings({"MESA_ENGINE_URL": both}).url_of("engine") == both
+    with pytest.raises(ConfigError, match="MESA_ENGINE_URL"):
+        load_settings({"MESA_ENGINE_URL": "http://127.0.0.1:8002,ftp://x"})

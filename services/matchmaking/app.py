@@ -39,13 +39,13 @@ async def lobby(
     return await _mm(state).lobby(kind, tier)
 
 
-@post("/v1/join/quick", status_code=200)
-async def quick_join(state: State, data: JSONBody[c.QuickJoin]) -> c.JoinResult:
+async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate) -> c.JoinResult:
+    """A join that names a kind and tier: a quick join or a new private table."""
     mm = _mm(state)
     mm._kind(data.kind, data.tier)
     _check_partner(mm, data.kind, data.partner_id)
     spec = JoinSpec(
-        "quick",
+        op,
         data.player_id,
         data.idempotency_key,
         _hash(data),
@@ -54,23 +54,16 @@ async def quick_join(state: State, data: JSONBody[c.QuickJoin]) -> c.JoinResult:
         data.tier,
     )
     return await mm.join(spec)
+
+
+@post("/v1/join/quick", status_code=200)
+async def quick_join(state: State, data: JSONBody[c.QuickJoin]) -> c.JoinResult:
+    return await _join_kind(state, "quick", data)
 
 
 @post("/v1/tables/private", status_code=200)
 async def create_private(state: State, data: JSONBody[c.CreatePrivate]) -> c.JoinResult:
-    mm = _mm(state)
-    mm._kind(data.kind, data.tier)
-    _check_partner(mm, data.kind, data.partner_id)
-    spec = JoinSpec(
-        "private",
-        data.player_id,
-        data.idempotency_key,
-        _hash(data),
-        data.partner_id,
-        data.kind,
-        data.tier,
-    )
-    return await mm.join(spec)
+    return await _join_kind(state, "private", data)
 
 
 @post("/v1/join/code", status_code=200)

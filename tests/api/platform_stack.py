@@ -27,8 +27,9 @@ COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway"]
 
 
 class Platform:
-    def __init__(self, gateway: Litestar, settings: Any) -> None:
-        self.gateway = gateway
+    def __init__(self, gateways: list[Litestar], settings: Any) -> None:
+        self.gateways = gateways
+        self.gateway = gateways[0]
         self.settings = settings
 
     @asynccontextmanager
@@ -40,7 +41,10 @@ class Platform:
 
 
 @asynccontextmanager
-async def platform(database_url: str, secret: bytes, key_dir: Path) -> AsyncIterator[Platform]:
+async def platform(
+    database_url: str, secret: bytes, key_dir: Path, gateways: int = 1
+) -> AsyncIterator[Platform]:
+    """The real services in-process; `gateways` gateway apps share them (and one database)."""
     key_file = key_dir / "operator_key.pem"
     ensure_dev_key(key_file)
     settings = make_settings(database_url, secret, operator_key_file=key_file)
@@ -57,18 +61,21 @@ async def platform(database_url: str, secret: bytes, key_dir: Path) -> AsyncIter
         ledger_transport=httpx.ASGITransport(app=ledger_app),
         engine_transport=httpx.ASGITransport(app=engine_app),
     )
-    gateway = create_app(
-        settings,
-        transports={
-            "ledger": httpx.ASGITransport(app=ledger_app),
-            "engine": httpx.ASGITransport(app=engine_app),
-            "matchmaking": httpx.ASGITransport(app=mm_app),
-        },
-    )
+    gateway_apps = [
+        create_app(
+            settings,
+            transports={
+                "ledger": httpx.ASGITransport(app=ledger_app),
+                "engine": httpx.ASGITransport(app=engine_app),
+                "matchmaking": httpx.ASGITransport(app=mm_app),
+            },
+        )
+        for _ in range(gateways)
+    ]
     async with AsyncExitStack() as stack:
-        for app in (ledger_app, engine_app, mm_app, gateway):
+        for app in (ledger_app, engine_app, mm_app, *gateway_apps):
             await stack.enter_async_context(app.lifespan())
-        yield Platform(gateway, settings)
+        yield Platform(gateway_apps, settings)
 
 
 def seed_for(name: str) -> tuple[str, str]:

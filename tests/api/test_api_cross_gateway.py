@@ -12,7 +12,7 @@ import hashlib
 import json
 import socket
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,18 +22,9 @@ import uvicorn
 import websockets
 from litestar import Litestar
 
-from api.app import create_app
-from fairness.keys import ensure_dev_key
-from services.common.http import InternalClient
 from services.common.migrate import upgrade
-from services.engine.app import create_app as create_engine_app
-from services.engine.ports import HttpLedger
-from services.ledger.app import create_app as create_ledger_app
-from services.matchmaking.app import create_app as create_mm_app
-from services.matchmaking.config import MatchmakingConfig
 from tests.api.api_helpers import bearer, make_user
-from tests.api.platform_stack import COMPONENTS
-from tests.conftest import make_settings
+from tests.api.platform_stack import COMPONENTS, platform
 
 FRAME_TIMEOUT_S = 4.0  # well under the (disabled) safety net: only NOTIFY can deliver
 
@@ -48,37 +39,8 @@ def platform_db(database_url: str) -> str:
 async def two_gateways(
     database_url: str, secret: bytes, key_dir: Path
 ) -> AsyncIterator[tuple[Litestar, Litestar]]:
-    key_file = key_dir / "operator_key.pem"
-    ensure_dev_key(key_file)
-    settings = make_settings(database_url, secret, operator_key_file=key_file)
-    ledger_app = create_ledger_app(settings, seal_in_background=False)
-    engine_ledger = HttpLedger(settings)
-    await engine_ledger.client.aclose()
-    engine_ledger.client = InternalClient(
-        "http://ledger", settings, "engine", transport=httpx.ASGITransport(app=ledger_app)
-    )
-    engine_app = create_engine_app(settings, ledger=engine_ledger, scan=False)
-    mm_app = create_mm_app(
-        settings,
-        config=MatchmakingConfig(sweep_interval_ms=0),
-        ledger_transport=httpx.ASGITransport(app=ledger_app),
-        engine_transport=httpx.ASGITransport(app=engine_app),
-    )
-
-    def gateway() -> Litestar:
-        return create_app(
-            settings,
-            transports={
-                "ledger": httpx.ASGITransport(app=ledger_app),
-                "engine": httpx.ASGITransport(app=engine_app),
-                "matchmaking": httpx.ASGITransport(app=mm_app),
-            },
-        )
-
-    gw_a, gw_b = gateway(), gateway()
-    async with AsyncExitStack() as stack:
-        for app in (ledger_app, engine_app, mm_app, gw_a, gw_b):
-            await stack.enter_async_context(app.lifespan())
+    async with platform(database_url, secret, key_dir, gateways=2) as stack:
+        gw_a, gw_b = stack.gateways
         yield gw_a, gw_b
 
 

@@ -196,36 +196,36 @@ async def _joined(request: Request[Any, Any, Any], path: str, body: Any, me: str
     return table_out(result.table, me)
 
 
-@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def quick_join(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
-    """Sit at the fullest waiting table of that kind and tier (or a new one)."""
+async def _join_kind(
+    request: Request[Any, Any, Any],
+    data: JoinRequest,
+    path: str,
+    body_type: type[QuickJoin] | type[CreatePrivate],
+) -> TableOut:
+    """A join that names a kind and tier (quick join or a new private table)."""
     session = await require(request, "player")
     await _check_partner(request, data.partner, session.user.id)
     await _paid_check(request, data.tier, data.partner)
-    body = QuickJoin(
+    body = body_type(
         idempotency_key=_key(data.idempotency_key),
         player_id=session.user.id,
         kind=data.kind,
         tier=data.tier,
         partner_id=data.partner,
     )
-    return await _joined(request, "/v1/join/quick", body, session.user.id)
+    return await _joined(request, path, body, session.user.id)
+
+
+@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
+async def quick_join(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
+    """Sit at the fullest waiting table of that kind and tier (or a new one)."""
+    return await _join_kind(request, data, "/v1/join/quick", QuickJoin)
 
 
 @post("/api/lobby/private", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def create_private(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
     """Open a private table; share its invite code."""
-    session = await require(request, "player")
-    await _check_partner(request, data.partner, session.user.id)
-    await _paid_check(request, data.tier, data.partner)
-    body = CreatePrivate(
-        idempotency_key=_key(data.idempotency_key),
-        player_id=session.user.id,
-        kind=data.kind,
-        tier=data.tier,
-        partner_id=data.partner,
-    )
-    return await _joined(request, "/v1/tables/private", body, session.user.id)
+    return await _join_kind(request, data, "/v1/tables/private", CreatePrivate)
 
 
 @post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)

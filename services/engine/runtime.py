@@ -709,6 +709,23 @@ class Match:
         self._emit("seat_left", at, {"seat": seat, "why": rec.get("why", "left"), "bot": True})
         if not self.humans() and self.hand_no == 0:
             self._void("all players left before the first hand ended", at)
+            return
+        self._release_seed_wait(seat, at)
+
+    def _release_seed_wait(self, seat: int, at: int) -> None:
+        """A departed seat can send no seed: stop waiting for it (it gets the empty seed,
+        recorded as such) instead of holding the table until the deadline."""
+        rnd = self.round
+        if rnd is None or rnd.result is not None:
+            return
+        if rnd.seeds.phase == "commit":
+            rnd.active = tuple(s for s in rnd.active if s != seat)
+            if set(rnd.active) <= set(rnd.seeds.commitments()):
+                self._close_commit(at)
+            return
+        pending = set(rnd.seeds.commitments()) - self._revealed(rnd)
+        if pending and all(self.seats[s].left for s in pending):
+            self._finish_round(at)
 
     def _void(self, reason: str, at: int) -> None:
         if self.over:

@@ -329,3 +329,34 @@ async def test_engine_exports_log_health_metrics(
         await db.dispose()
     assert CHECKPOINT_AGE_SECONDS._value.get() >= 0
     assert ORPHAN_COMMITMENTS._value.get() == 0
+
+
+async def test_engine_stops_waiting_for_the_seed_of_a_seat_that_left(
+    harness_factory: Any, internal_secret: bytes
+) -> None:
+    """A seat that leaves during the seed rounds gets the empty seed at once: the table does
+    not wait for its deadline (the clock never moves in this test)."""
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        c = hz.client
+        await c.post("/internal/matches", json=spec("gone1", "casa", {}, 4), headers=h)
+
+        async def act(seat: int, action: dict[str, Any]) -> None:
+            st = await _state(c, "gone1", h)
+            body = {"seat": seat, "seq": st["seq"], "action": action}
+            r = await c.post("/internal/matches/gone1/actions", json=body, headers=h)
+            assert r.status_code == 200, r.text
+
+        for seat in (0, 1, 2):
+            await act(seat, {"type": "seed_commit", "commitment": commitment(seed_of(seat, 1))})
+        assert (await _state(c, "gone1", h))["deadline"]["kind"] == "seed_commit"
+        await act(3, {"type": "leave"})
+        st = await _state(c, "gone1", h)
+        assert st["deadline"]["kind"] == "seed_reveal"
+        assert sorted(st["deadline"]["seats"]) == [0, 1, 2]
+        for seat in (0, 1):
+            await act(seat, {"type": "seed_reveal", "seed": seed_of(seat, 1)})
+        # seat 2 committed, then leaves before revealing: the deal goes ahead without it
+        await act(2, {"type": "leave"})
+        st = await _state(c, "gone1", h)
+        assert st["hand_no"] >= 1 and st["phase"] in ("play", "choose"), st

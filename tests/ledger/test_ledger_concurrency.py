@@ -7,12 +7,13 @@ import asyncio
 import random
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 from ledger_helpers import funded, key, superuser
 
 from ledger import reports
 from ledger.errors import LedgerError
-from ledger.ops import Ledger, Seat, Winner
+from ledger.ops import APP_ROLE, SQL, Ledger, Seat, Winner, plain_dsn
 
 PLAYERS = [f"cc_p{i}" for i in range(6)]
 WORKERS = 24
@@ -111,4 +112,48 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
         report = await reports.reconcile(admin)
         assert report["ok"], report["discrepancies"]
     finally:
+        await admin.close()
+
+
+async def test_start_match_never_waits_on_wallet_locks(ledger: Ledger, url: str) -> None:
+    """Regression for the rare deadlock of the hammer test. `start_match` locks only the holds
+    and the pot, but its `stakes` rows reference the wallets, and the foreign-key check takes
+    KEY SHARE on each wallet in seat order, not id order. While posters locked accounts with
+    FOR UPDATE (which conflicts with KEY SHARE), a start could hold one wallet's KEY SHARE and
+    wait on the next wallet while a void of another match held that wallet and waited on the
+    first: a cycle outside the sorted order. Posters now lock FOR NO KEY UPDATE, which does not
+    conflict with KEY SHARE, so a start never waits on wallet locks at all; `lock_timeout`
+    turns any such wait into an error instead of a slow test."""
+    players = ["dl_a", "dl_b"]
+    for p in players:
+        await funded(ledger, p, 1_000)
+    # seat order against id order: the wallet created last sits first
+    seats = [Seat(0, "dl_b", "dl-m-r0"), Seat(1, "dl_a", "dl-m-r1")]
+    for s in seats:
+        await ledger.hold(key(), s.player, s.reservation_id, 100)
+    args = ledger.start_args(key(), "dl-m", "bronze", "casa", seats, "USD")
+    blocker = await asyncpg.connect(plain_dsn(url), server_settings={"role": APP_ROLE})
+    starter = await asyncpg.connect(plain_dsn(url), server_settings={"role": APP_ROLE})
+    admin = await superuser(url)
+    try:
+        deadlocks_before = await admin.fetchval(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )
+        wallets = await admin.fetchval(
+            "SELECT array_agg(id ORDER BY id) FROM ledger.accounts WHERE code = ANY($1)",
+            [f"wallet:{p}" for p in players],
+        )
+        async with blocker.transaction():
+            # another poster (e.g. a void paying both players) holds both wallets' row locks
+            await blocker.execute("SELECT ledger._lock($1)", wallets)
+            await starter.execute("SET lock_timeout = '5s'")
+            raw = await starter.fetchval(SQL["start"], *args)
+        assert '"kind":"start"' in raw.replace(" ", "")
+        deadlocks_after = await admin.fetchval(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()"
+        )
+        assert deadlocks_after == deadlocks_before
+    finally:
+        await blocker.close()
+        await starter.close()
         await admin.close()

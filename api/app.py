@@ -51,7 +51,7 @@ def create_app(
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
-        feed = MatchFeed(settings.database_url)
+        feed = MatchFeed(settings.database_url, redis_url=settings.redis_url)
         app.state.feed = feed
         await feed.start()
 

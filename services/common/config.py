@@ -44,6 +44,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     currency: str = "USD"
     operator_key_file: Path | None = None
     matchmaking_config_file: Path | None = None
+    redis_url: str = ""
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -98,6 +99,12 @@ def _urls(name: str, raw: str) -> str:
 def _database_url(name: str, raw: str) -> str:
     if not re.match(r"^postgres(ql)?(\+asyncpg)?://", raw):
         raise ConfigError(f"{name} must be a postgresql:// URL, got a value of another form")
+    return raw
+
+
+def _redis_url(name: str, raw: str) -> str:
+    if not re.match(r"^(rediss?|unix)://\S+$", raw):
+        raise ConfigError(f"{name} must be a redis://, rediss:// or unix:// URL")
     return raw
 
 
@@ -157,6 +164,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "base URL of the engine service; comma-separated for replicas",
     ),
     "MESA_MATCHMAKING_URL": ("matchmaking_url", _url, "base URL of the matchmaking service"),
+    "MESA_REDIS_URL": (
+        "redis_url",
+        _redis_url,
+        "gateways: Redis for the cross-gateway table feed; unset = PostgreSQL LISTEN/NOTIFY",
+    ),
     "MESA_LOG_FORMAT": ("log_format", _choice("console", "json"), "console (readable) or json"),
     "MESA_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error"), "log level"),
     "MESA_INTERNAL_SECRET": ("internal_secret", _secret, "hex HMAC key for service tokens"),

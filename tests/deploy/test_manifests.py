@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import api.feed  # noqa: F401  (registers the gateway's feed metrics)
 from services.common.config import OTHER_VARIABLES, VARIABLES, Settings
 from services.common.metrics import REGISTRY
 from services.common.serve import APP_FACTORIES, PORT_VARIABLES
@@ -47,7 +48,7 @@ def test_each_service_has_deployment_service_and_pdb_on_its_port(service):
     assert container["args"] == ["serve", service]
     assert container["ports"][0]["containerPort"] == port
     assert svc["spec"]["ports"][0]["port"] == port
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env[PORT_VARIABLES[service]] == str(port)
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/health", "port": port}
@@ -67,7 +68,8 @@ def test_every_configured_variable_is_known_and_parses():
     known = set(VARIABLES) | set(OTHER_VARIABLES)
     config = _by_kind("ConfigMap")["mesa-config"]["data"]
     secrets = _by_kind("Secret")["mesa-secrets"]["stringData"]
-    names = set(config) | set(secrets)
+    redis = _by_kind("Secret")["mesa-redis"]["stringData"]
+    names = set(config) | set(secrets) | set(redis)
     for d in _by_kind("Deployment").values():
         names |= {e["name"] for e in d["spec"]["template"]["spec"]["containers"][0]["env"]}
     unknown = names - known
@@ -77,6 +79,18 @@ def test_every_configured_variable_is_known_and_parses():
         parse(name, value)
     for service in ("ledger", "engine", "matchmaking"):
         assert config[f"MESA_{service.upper()}_URL"].endswith(f":{DEFAULT_PORTS[service]}")
+    for name, value in redis.items():
+        VARIABLES[name][1](name, value)
+
+
+def test_only_the_gateway_reads_the_optional_redis_secret():
+    readers = {}
+    for name, d in _by_kind("Deployment").items():
+        for e in d["spec"]["template"]["spec"]["containers"][0]["env"]:
+            ref = e.get("valueFrom", {}).get("secretKeyRef")
+            if ref and ref["name"] == "mesa-redis":
+                readers[name] = (e["name"], ref["key"], ref.get("optional"))
+    assert readers == {"mesa-gateway": ("MESA_REDIS_URL", "MESA_REDIS_URL", True)}
 
 
 def test_migrations_job_runs_mesa_migrate():

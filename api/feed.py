@@ -540,21 +540,21 @@ class MatchFeed:
                 up = True
                 self._up()
                 backoff = BACKOFF_MIN_S
-                probing = False
+                heard_at = time.monotonic()
+                pinged_at: float | None = None
                 while True:
-                    message = await pubsub.get_message(
-                        ignore_subscribe_messages=True, timeout=CHECK_INTERVAL_S
-                    )
-                    if message is None:
+                    message = await pubsub.get_message(timeout=CHECK_INTERVAL_S)
+                    now = time.monotonic()
+                    if message is not None:
+                        heard_at, pinged_at = now, None
+                        if message.get("type") == "message" and isinstance(message["data"], str):
+                            self.deliver_batch(message["data"])
+                    elif pinged_at is not None and now - pinged_at >= CHECK_INTERVAL_S:
+                        raise ConnectionError("no answer to PING")
+                    elif pinged_at is None and now - heard_at >= CHECK_INTERVAL_S:
                         # Quiet for a whole interval: a PING must come back within the next.
-                        if probing:
-                            raise ConnectionError("no answer to PING")
-                        probing = True
+                        pinged_at = now
                         await pubsub.ping()
-                        continue
-                    probing = False
-                    if message.get("type") == "message" and isinstance(message["data"], str):
-                        self.deliver_batch(message["data"])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

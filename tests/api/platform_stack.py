@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from litestar import Litestar
 
 from api.app import create_app
@@ -42,12 +47,15 @@ class Platform:
 
 @asynccontextmanager
 async def platform(
-    database_url: str, secret: bytes, key_dir: Path, gateways: int = 1
+    database_url: str, secret: bytes, key_dir: Path, gateways: int = 1, redis_url: str = ""
 ) -> AsyncIterator[Platform]:
-    """The real services in-process; `gateways` gateway apps share them (and one database)."""
+    """The real services in-process; `gateways` gateway apps share them (and one database).
+
+    `redis_url` puts the gateways' table feed on Redis (see `redis_server`).
+    """
     key_file = key_dir / "operator_key.pem"
     ensure_dev_key(key_file)
-    settings = make_settings(database_url, secret, operator_key_file=key_file)
+    settings = make_settings(database_url, secret, operator_key_file=key_file, redis_url=redis_url)
     ledger_app = create_ledger_app(settings, seal_in_background=False)
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()
@@ -76,6 +84,73 @@ async def platform(
         for app in (ledger_app, engine_app, mm_app, *gateway_apps):
             await stack.enter_async_context(app.lifespan())
         yield Platform(gateway_apps, settings)
+
+
+def _discard(stream: Iterator[str]) -> None:
+    for _ in stream:
+        pass
+
+
+class RedisServer:
+    """A real `redis-server` on a free loopback port, files in its own folder (no persistence)."""
+
+    READY = "Ready to accept connections"
+
+    def __init__(self, folder: Path) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            pytest.skip("redis-server is not installed (.ci/run installs it)")
+        self.exe = exe
+        self.folder = folder
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = int(s.getsockname()[1])
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        args = [self.exe, "--port", str(self.port), "--bind", "127.0.0.1"]
+        args += ["--dir", str(self.folder), "--save", "", "--appendonly", "no"]
+        args += ["--daemonize", "no", "--loglevel", "notice"]
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
+        )
+        self.proc = proc
+        if proc.stdout is None:
+            raise RuntimeError("redis-server has no output pipe")
+        # The readiness line is the event; a watchdog bounds the wait.
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            seen: list[str] = []
+            for line in proc.stdout:
+                seen.append(line)
+                if self.READY in line:
+                    break
+            else:
+                raise RuntimeError(f"redis-server did not start: {''.join(seen[-20:])}")
+        finally:
+            timer.cancel()
+        # Keep reading its output so a full pipe never blocks it.
+        threading.Thread(target=_discard, args=(proc.stdout,), daemon=True).start()
+
+    def kill(self) -> None:
+        """SIGKILL (a crash, no goodbye to the clients) and reap it."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[RedisServer]:
+    server = RedisServer(folder)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
 
 
 def seed_for(name: str) -> tuple[str, str]:
@@ -136,4 +211,12 @@ async def play_turns(
     raise RuntimeError("match did not finish")
 
 
-__all__ = ["COMPONENTS", "PASSWORD", "Platform", "platform", "play_turns"]
+__all__ = [
+    "COMPONENTS",
+    "PASSWORD",
+    "Platform",
+    "RedisServer",
+    "platform",
+    "play_turns",
+    "redis_server",
+]

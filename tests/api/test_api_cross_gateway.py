@@ -1,5 +1,6 @@
 """Two gateway apps on one database and engine: a table socket on gateway A hears an action
-and a chat line made through gateway B, delivered by PostgreSQL NOTIFY (api/feed.py).
+and a chat line made through gateway B, delivered by PostgreSQL NOTIFY or, with the Redis
+backend, by the relay over a real `redis-server` (api/feed.py).
 
 Gateway A is served by uvicorn on a loopback port in this event loop (so the socket is a real
 WebSocket); its safety-net fetch is pushed out of reach, so only a notification can wake it.
@@ -11,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from litestar import Litestar
 
 from services.common.migrate import upgrade
 from tests.api.api_helpers import bearer, make_user
-from tests.api.platform_stack import COMPONENTS, platform
+from tests.api.platform_stack import COMPONENTS, platform, redis_server
 
 FRAME_TIMEOUT_S = 4.0  # well under the (disabled) safety net: only NOTIFY can deliver
 
@@ -35,12 +36,33 @@ def platform_db(database_url: str) -> str:
     return database_url
 
 
+@pytest.fixture(params=["postgres", "redis"])
+def feed_redis_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The gateways' feed backend: "" for PostgreSQL LISTEN/NOTIFY, or a fresh Redis's URL."""
+    if request.param == "postgres":
+        yield ""
+        return
+    with redis_server(tmp_path / "redis") as server:
+        yield server.url
+
+
 @asynccontextmanager
 async def two_gateways(
-    database_url: str, secret: bytes, key_dir: Path
+    database_url: str, secret: bytes, key_dir: Path, redis_url: str = ""
 ) -> AsyncIterator[tuple[Litestar, Litestar]]:
-    async with platform(database_url, secret, key_dir, gateways=2) as stack:
+    async with platform(database_url, secret, key_dir, gateways=2, redis_url=redis_url) as stack:
         gw_a, gw_b = stack.gateways
+        for app in (gw_a, gw_b):
+            await asyncio.wait_for(app.state.feed.listening.wait(), 10)
+        relays = [app.state.feed.relay for app in (gw_a, gw_b) if app.state.feed.relay]
+        if relays:
+            # Redis: one of the two must be relaying PostgreSQL's notifications.
+            waits = [asyncio.create_task(r.leading.wait()) for r in relays]
+            done, pending = await asyncio.wait(waits, timeout=10, return_when="FIRST_COMPLETED")
+            for task in pending:
+                task.cancel()
+            assert done, "no gateway became the feed relay"
+            assert sum(r.leading.is_set() for r in relays) == 1
         yield gw_a, gw_b
 
 
@@ -91,20 +113,23 @@ def action_for(view: dict[str, Any]) -> dict[str, Any] | None:
 
 
 async def test_socket_on_one_gateway_hears_actions_made_through_another(
-    platform_db: str, internal_secret: bytes, tmp_path: Path
+    platform_db: str, internal_secret: bytes, tmp_path: Path, feed_redis_url: str
 ) -> None:
-    await make_user(platform_db, "xgate")
-    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, gw_b):
+    name = f"xgate{'r' if feed_redis_url else ''}"
+    await make_user(platform_db, name)
+    async with two_gateways(platform_db, internal_secret, tmp_path, feed_redis_url) as (
+        gw_a,
+        gw_b,
+    ):
         feed_a = gw_a.state.feed
+        assert feed_a.backend == ("redis" if feed_redis_url else "postgres")
         feed_a.wake_timeout_s = feed_a.chat_wake_timeout_s = 600.0  # no safety net here
-        for app in (gw_a, gw_b):
-            await asyncio.wait_for(app.state.feed.listening.wait(), 10)
         transport = httpx.ASGITransport(app=gw_b, client=("127.0.0.1", 50001))
         async with (
             httpx.AsyncClient(transport=transport, base_url="http://testserver") as b,
             serve(gw_a) as port,
         ):
-            headers = await bearer(b, "xgate")
+            headers = await bearer(b, name)
             r = await b.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
             assert r.status_code == 200, r.text
             match_id = r.json()["match_id"]

@@ -1,7 +1,8 @@
 """A thin asyncpg layer: named `:params` SQL, one pool, transactions, rows with attributes.
 
-Matchmaking runs a handful of short statements per join; asyncpg with its prepared-statement
-cache costs a fraction of a generic layer per round trip. Sessions run as `mesa_app`.
+The hot path (join, confirm, start, leave) is one call of a `matchmaking.*` function per step
+(`Matchmaker._call` on the pool); the rare paths (refusals, repairs, expiry) run short
+transactions through this layer. asyncpg's prepared-statement cache serves both. Sessions run as `mesa_app`.
 """
 
 from __future__ import annotations
@@ -105,6 +106,12 @@ class Conn:
         return Result([Row(r) for r in records])
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset on release. Matchmaking leaves no session state (no LISTEN, SET,
+    cursors or session advisory locks), so asyncpg's own step (ROLLBACK of a transaction left
+    open) suffices and the default reset query, one more round trip per acquire, is skipped."""
+
+
 class Database:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -119,6 +126,7 @@ class Database:
             max_size=max_size,
             server_settings={"role": APP_ROLE, "application_name": application_name},
             command_timeout=STATEMENT_TIMEOUT_S,
+            reset=_keep_session,
         )
         return cls(pool)
 

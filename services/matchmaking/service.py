@@ -44,7 +44,7 @@ from services.ledger.contract import (
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig
 from services.matchmaking.db import RETRY_SQLSTATES, Conn, Database, text
-from services.matchmaking.kinds import CATALOGUE, TIERS, Kind, across
+from services.matchmaking.kinds import CATALOGUE, TIERS, Kind
 
 log = get_logger()
 
@@ -90,15 +90,54 @@ class Res:
     expires_ms: int
 
 
-class _Replay(Exception):
-    def __init__(self, status: int, body: bytes) -> None:
-        self.status = status
-        self.body = body
+class _TableDoc(msgspec.Struct, frozen=True):
+    """A table and its live seats as `matchmaking.table_json` returns them."""
+
+    id: str
+    kind: str
+    tier: str
+    variant: str
+    stake_cents: int
+    currency: str
+    seat_count: int
+    pairs: bool
+    private: bool
+    vs_cpu: bool
+    invite_code: str | None
+    status: str
+    match_id: str | None
+    created_ms: int
+    started_ms: int | None
+    # (seat, player, state, reservation id, expires_ms), by seat
+    seats: list[tuple[int, str, str, str, int]]
 
 
-class _Resume(Exception):
-    def __init__(self, reservation_ids: list[str]) -> None:
-        self.reservation_ids = reservation_ids
+class _Outcome(msgspec.Struct, frozen=True):
+    """What `matchmaking.join` / `confirm` answer: the table, or an earlier request's answer."""
+
+    table: _TableDoc | None = None
+    start: bool = False
+    gone: bool = False
+    replay: int | None = None
+    body: str | None = None
+    resume: list[str] | None = None
+    table_id: str | None = None
+
+
+class _LeaveOutcome(msgspec.Struct, frozen=True):
+    reservation_id: str | None = None
+    stake_cents: int = 0
+    replay: int | None = None
+    body: str | None = None
+    resume: list[str] | None = None
+    table_id: str | None = None
+
+
+_JOIN_SQL = "SELECT matchmaking.join(" + ", ".join(f"${n}" for n in range(1, 23)) + ")"
+_CONFIRM_SQL = "SELECT matchmaking.confirm($1, $2, $3, $4)"
+_MARK_STARTED_SQL = "SELECT matchmaking.mark_started($1, $2, $3, $4)"
+_LEAVE_SQL = "SELECT matchmaking.leave($1, $2, $3, $4, $5)"
+_TABLE_SQL = "SELECT matchmaking.table_json($1)::text"
 
 
 class Matchmaker:
@@ -190,57 +229,66 @@ class Matchmaker:
             ]
         )
 
-    async def table_status(self, table_id: str, conn: Conn | None = None) -> c.TableStatus:
-        if conn is None:
-            async with self.db.connect_() as own:
-                return await self.table_status(table_id, own)
-        t = (
-            await conn.execute(
-                text("SELECT * FROM matchmaking.tables WHERE id = :id"), {"id": table_id}
-            )
-        ).first()
-        if t is None:
+    async def table_status(self, table_id: str) -> c.TableStatus:
+        return self._status(await self._load_table(table_id))
+
+    async def _load_table(self, table_id: str) -> _TableDoc:
+        raw = await self._call(_TABLE_SQL, lambda: (table_id,))
+        if raw is None:
             raise not_found("table_not_found", f"no table {table_id}")
-        seats = (
-            await conn.execute(
-                text(
-                    "SELECT seat, player_id, status FROM matchmaking.reservations "
-                    "WHERE table_id = :id AND status IN ('pending','seated','staked') "
-                    "ORDER BY seat"
-                ),
-                {"id": table_id},
-            )
-        ).all()
-        by_seat = {s.seat: s for s in seats}
+        return _decode_table(raw)
+
+    def _status(self, t: _TableDoc) -> c.TableStatus:
+        by_seat = {s[0]: s for s in t.seats}
         views = []
         for n in range(t.seat_count):
             s = by_seat.get(n)
             if s is not None:
-                views.append(c.SeatView(n, s.player_id, False, s.status))
-            elif t.vs_cpu:
-                views.append(c.SeatView(n, None, True, None))
+                views.append(c.SeatView(n, s[1], False, s[2]))  # type: ignore[arg-type]
             else:
-                views.append(c.SeatView(n, None, False, None))
-        kind = CATALOGUE[t.kind]
+                views.append(c.SeatView(n, None, t.vs_cpu, None))
         return c.TableStatus(
             table_id=t.id,
             kind=t.kind,
             variant=t.variant,
-            options=dict(kind.options),
+            options=dict(CATALOGUE[t.kind].options),
             tier=t.tier,
             stake_cents=t.stake_cents,
-            currency=t.currency.strip(),
+            currency=t.currency,
             seat_count=t.seat_count,
             pairs=t.pairs,
             private=t.private,
             vs_cpu=t.vs_cpu,
             invite_code=t.invite_code,
-            status=t.status,
+            status=t.status,  # type: ignore[arg-type]
             seats=views,
             match_id=t.match_id,
             created_at_ms=t.created_ms,
             started_at_ms=t.started_ms,
         )
+
+    async def _call(self, sql: str, args: Callable[[], Sequence[Any]]) -> Any:
+        """One autocommit statement (a matchmaking function), retried when it lost a race.
+
+        `args` is called per attempt so fresh ids are drawn after a unique violation. A
+        refusal raised by a function (SQLSTATE 'MM<status>') becomes that ServiceError."""
+        last: asyncpg.PostgresError | None = None
+        for attempt in range(self.config.tx_attempts):
+            try:
+                return await self.db.pool.fetchval(sql, *args())
+            except asyncpg.PostgresError as exc:
+                state = _sqlstate(exc)
+                if state.startswith("MM"):
+                    message = str(getattr(exc, "message", "") or "error")
+                    raise ServiceError(
+                        int(state[2:]), message, str(getattr(exc, "detail", "") or message)
+                    ) from None
+                if state not in RETRY_SQLSTATES:
+                    raise
+                last = exc
+                await asyncio.sleep(0.001 * (attempt + 1))
+        log.warning("tx_retries_exhausted", error=str(last)[:200])
+        raise ServiceError(503, "busy", "too much contention; retry with the same key")
 
     async def player_tables(self, player_id: str) -> c.PlayerTables:
         """The player's live tables: waiting, starting or with a match still in play.
@@ -274,8 +322,7 @@ class Matchmaker:
                     )
                 continue
             live.append(row.table_id)
-        async with self.db.connect_() as conn:
-            return c.PlayerTables(tables=[await self.table_status(i, conn) for i in live])
+        return c.PlayerTables(tables=[await self.table_status(i) for i in live])
 
     async def _match_over(self, match_id: str) -> bool:
         """True when the engine reports the match finished or voided; unknown stays live."""
@@ -288,44 +335,106 @@ class Matchmaker:
     # ------------------------------------------------------------------ joining
 
     async def join(self, spec: JoinSpec) -> c.JoinResult:
+        """Reserve seats (one function call), place the holds, confirm (one more), start.
+
+        A paid seat is 'pending' until its hold is placed and 'seated' after; the seat that
+        fills the table starts it (pot move, engine create) before answering, outside any
+        database transaction, so other joiners never wait on it."""
         players = [spec.player_id] + ([spec.partner_id] if spec.partner_id else [])
         if spec.partner_id is not None and spec.partner_id == spec.player_id:
             raise bad_request("partner_is_self", "a player cannot partner with himself")
-        resumed = False
+        kind = CATALOGUE.get(spec.kind or "")
+        tier = spec.tier or "free"
+        now = self.clock()
+        ids: list[str] = []
+        match_id = "m-" + uuid.uuid4().hex
+
+        def args() -> tuple[Any, ...]:
+            ids[:] = ["r-" + uuid.uuid4().hex for _ in players]
+            code = None
+            if spec.op == "private":
+                code = "".join(
+                    secrets.choice(_INVITE_ALPHABET) for _ in range(self.config.invite_code_length)
+                )
+            return (
+                spec.player_id,
+                spec.idempotency_key,
+                spec.op,
+                spec.request_hash,
+                players,
+                spec.kind,
+                tier,
+                spec.invite_code,
+                "t-" + uuid.uuid4().hex,
+                kind.variant if kind else None,
+                _options_json(kind) if kind else None,
+                TIERS.get(tier, 0),
+                self.currency,
+                kind.seat_count if kind else None,
+                kind.pairs if kind else None,
+                code,
+                list(ids),
+                match_id,
+                now,
+                self.config.reservation_ttl_ms,
+                self.config.max_tables_per_player,
+                self.config.quick_join_candidates,
+            )
+
+        out = _decode_outcome(await self._call(_JOIN_SQL, args))
+        if out.replay is not None:
+            return self._replayed(out.replay, (out.body or "").encode())
+        resumed = out.resume is not None
         try:
-            reservations = await self._retrying(lambda conn: self._reserve(conn, spec, players))
-        except _Replay as replay:
-            return self._replayed(replay)
-        except _Resume as resume:
-            reservations = await self._load_reservations(resume.reservation_ids)
-            resumed = True
-        table_id = reservations[0].table_id
-        # Free seats are 'seated' at once; a fresh one may complete the table.
-        may_start = True
-        try:
-            if any(r.status == "pending" for r in reservations):
-                may_start = await self._place_holds(reservations)
-            elif resumed:
-                await self._check_still_live(reservations)
+            if out.resume is not None:
+                reservations = await self._load_reservations(out.resume)
+                out = await self._settle(reservations, match_id)
+            elif out.table is not None and out.table.stake_cents > 0:
+                reservations = _mine(out.table, ids)
+                out = await self._settle(reservations, match_id)
+            else:
+                reservations = _mine(_table_of(out), ids)
         except ServiceError as exc:
             if exc.status != 503:
                 await self._store_response(spec, exc.status, _error_body(exc))
             raise
-        if may_start or resumed:
-            await self._try_start(table_id)
+        table = _table_of(out)
+        if out.start:
+            table = await self._start(table)
         # A success is not stored: a retry resumes from the reservation ids the first attempt
         # recorded and answers with the table as it is now (`replayed: true`).
-        result = await self._join_result(table_id, reservations)
-        return msgspec.structs.replace(result, replayed=True) if resumed else result
+        return c.JoinResult(
+            table=self._status(table),
+            reservations=[
+                c.ReservationView(r.id, r.player_id, r.seat, r.expires_ms) for r in reservations
+            ],
+            replayed=resumed,
+        )
 
-    def _replayed(self, replay: _Replay) -> c.JoinResult:
-        if replay.status != 200:
-            err = msgspec.json.decode(replay.body)
-            raise ServiceError(replay.status, err["error"], err["detail"])
-        result = msgspec.json.decode(replay.body, type=c.JoinResult)
+    async def _settle(self, reservations: list[Res], match_id: str) -> _Outcome:
+        """Place the holds of the pending seats, then confirm every seat of the join."""
+        pending = [r for r in reservations if r.status == "pending"]
+        if pending:
+            await self._place_holds(pending)
+        out = await self._confirm(reservations[0].table_id, [r.id for r in reservations], match_id)
+        if out.gone:
+            raise conflict("reservation_dropped", "the seat was released before it was held")
+        return out
+
+    async def _confirm(self, table_id: str, ids: list[str], match_id: str) -> _Outcome:
+        now = self.clock()
+        raw = await self._call(_CONFIRM_SQL, lambda: (table_id, ids, match_id, now))
+        return _decode_outcome(raw)
+
+    def _replayed(self, status: int, body: bytes) -> c.JoinResult:
+        if status != 200:
+            err = msgspec.json.decode(body)
+            raise ServiceError(status, err["error"], err["detail"])
+        result = msgspec.json.decode(body, type=c.JoinResult)
         return msgspec.structs.replace(result, replayed=True)
 
     async def _retrying(self, work: Callable[[Conn], Any]) -> Any:
+        """A multi-statement transaction (rare paths: refusals, repairs, expiry), retried."""
         last: asyncpg.PostgresError | None = None
         for attempt in range(self.config.tx_attempts):
             try:
@@ -339,61 +448,6 @@ class Matchmaker:
         log.warning("tx_retries_exhausted", error=str(last)[:200])
         raise ServiceError(503, "busy", "too much contention; retry with the same key")
 
-    async def _claim(
-        self,
-        conn: Conn,
-        player_id: str,
-        key: str,
-        op: str,
-        digest: bytes,
-        players: list[str] | None = None,
-    ) -> int:
-        """Record the request key, or replay/resume the request that used it before.
-
-        Returns the most live (waiting) seats any of `players` holds, in the same round trip.
-        """
-        row = (
-            await conn.execute(
-                text(
-                    "WITH ins AS (INSERT INTO matchmaking.requests "
-                    "(player_id, idempotency_key, op, request_hash, created_ms) "
-                    "VALUES (:p, :k, :op, :h, :now) ON CONFLICT DO NOTHING RETURNING 1) "
-                    "SELECT (SELECT count(*) FROM ins) AS inserted, "
-                    "(SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n "
-                    "FROM matchmaking.reservations WHERE player_id = ANY(:ps) "
-                    "AND status IN ('pending','seated') GROUP BY player_id) x) AS most"
-                ),
-                {
-                    "p": player_id,
-                    "k": key,
-                    "op": op,
-                    "h": digest,
-                    "now": self.clock(),
-                    "ps": players or [],
-                },
-            )
-        ).one()
-        if row.inserted:
-            return int(row.most)
-        prior = (
-            await conn.execute(
-                text(
-                    "SELECT op, request_hash, response, response_status, reservation_ids "
-                    "FROM matchmaking.requests WHERE player_id = :p AND idempotency_key = :k"
-                ),
-                {"p": player_id, "k": key},
-            )
-        ).one()
-        if prior.op != op or bytes(prior.request_hash) != digest:
-            raise conflict(
-                "idempotency_key_reused", "this idempotency key was used for another request"
-            )
-        if prior.response is not None:
-            raise _Replay(prior.response_status, bytes(prior.response))
-        if prior.reservation_ids:
-            raise _Resume(list(prior.reservation_ids))
-        raise ServiceError(503, "request_in_progress", "the first request is still running")
-
     async def _store_response(self, spec: JoinSpec | c.Leave, status: int, body: bytes) -> None:
         async with self.db.begin() as conn:
             await conn.execute(
@@ -403,211 +457,6 @@ class Matchmaker:
                 ),
                 {"b": body, "s": status, "p": spec.player_id, "k": spec.idempotency_key},
             )
-
-    async def _reserve(self, conn: Conn, spec: JoinSpec, players: list[str]) -> list[Res]:
-        most = await self._claim(
-            conn, spec.player_id, spec.idempotency_key, spec.op, spec.request_hash, players
-        )
-        now = self.clock()
-        if most >= self.config.max_tables_per_player:
-            raise conflict("too_many_tables", f"already sitting at {most} waiting tables")
-        table: dict[str, Any] | None = None
-        seats: list[int] | None
-        if spec.op == "code":
-            table = await self._table_by_code(conn, spec, players)
-        elif spec.op == "quick":
-            table = await self._quick_table(conn, spec, players)
-        if table is None:
-            table = await self._new_table(conn, spec, now)
-            seats = [0, 2] if len(players) == 2 else [0]
-        else:
-            seats = self._choose_seats(table, players)
-            if seats is None:
-                raise conflict("table_full", "no free seat (or no two seats across) at this table")
-        reservations = []
-        status = "pending" if table["stake_cents"] > 0 else "seated"
-        expires = now + self.config.reservation_ttl_ms
-        for player, seat in zip(players, seats, strict=True):
-            res = Res(
-                id="r-" + uuid.uuid4().hex,
-                table_id=table["id"],
-                seat=seat,
-                player_id=player,
-                status=status,
-                stake_cents=table["stake_cents"],
-                expires_ms=expires,
-            )
-            reservations.append(res)
-        # One round trip while the table row is locked: seats, the counter, the request record.
-        await conn.execute(
-            text(
-                "WITH ins AS (INSERT INTO matchmaking.reservations (id, table_id, seat, "
-                "player_id, status, stake_cents, created_ms, expires_ms, updated_ms) "
-                "SELECT d.id, :t, d.seat, d.player, :st, :stake, :now, :exp, :now "
-                "FROM unnest(CAST(:ids AS text[]), CAST(:seats AS smallint[]), "
-                "CAST(:players AS text[])) AS d(id, seat, player) RETURNING 1), "
-                "tab AS (UPDATE matchmaking.tables SET taken = taken + :n, updated_ms = :now "
-                "WHERE id = :t RETURNING 1) "
-                "UPDATE matchmaking.requests SET table_id = :t, reservation_ids = :ids "
-                "WHERE player_id = :p AND idempotency_key = :k "
-                "AND (SELECT count(*) FROM ins) = :n AND (SELECT count(*) FROM tab) = 1"
-            ),
-            {
-                "t": table["id"],
-                "ids": [r.id for r in reservations],
-                "seats": [r.seat for r in reservations],
-                "players": [r.player_id for r in reservations],
-                "st": status,
-                "stake": table["stake_cents"],
-                "now": now,
-                "exp": expires,
-                "n": len(reservations),
-                "p": spec.player_id,
-                "k": spec.idempotency_key,
-            },
-        )
-        return reservations
-
-    def _choose_seats(self, table: dict[str, Any], players: list[str]) -> list[int] | None:
-        occupied: set[int] = set(table["occupied"])
-        free = [s for s in range(table["seat_count"]) if s not in occupied]
-        if len(players) == 1:
-            return free[:1] or None
-        for s in free:
-            partner = across(s, table["seat_count"])
-            if partner in free and partner != s:
-                return [s, partner]
-        return None
-
-    async def _lock_table(
-        self,
-        conn: Conn,
-        where: str,
-        params: dict[str, Any],
-        tail: str = "FOR UPDATE",
-    ) -> dict[str, Any] | None:
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT id, kind, tier, stake_cents, seat_count, pairs, status, taken, "
-                    f"private, vs_cpu FROM matchmaking.tables t WHERE {where} {tail}"
-                ),
-                params,
-            )
-        ).first()
-        if row is None:
-            return None
-        table = dict(row._mapping)
-        occupied = (
-            await conn.execute(
-                text(
-                    "SELECT seat, player_id FROM matchmaking.reservations WHERE table_id = :t "
-                    "AND status IN ('pending','seated','staked')"
-                ),
-                {"t": table["id"]},
-            )
-        ).all()
-        table["occupied"] = [o.seat for o in occupied]
-        table["players"] = [o.player_id for o in occupied]
-        return table
-
-    async def _table_by_code(
-        self, conn: Conn, spec: JoinSpec, players: list[str]
-    ) -> dict[str, Any]:
-        table = await self._lock_table(conn, "invite_code = :code", {"code": spec.invite_code})
-        if table is None:
-            raise not_found("invite_not_found", "no table has this invite code")
-        if table["status"] != "waiting":
-            raise conflict("table_started", "this table's match has started")
-        if any(p in table["players"] for p in players):
-            raise conflict("already_seated", "the player already sits at this table")
-        if len(players) == 2 and not table["pairs"]:
-            raise bad_request("partner_not_pairs", "partners can only sit at a pairs table")
-        if table["seat_count"] - table["taken"] < len(players):
-            raise conflict("table_full", "this table has no free seat")
-        return table
-
-    async def _quick_table(
-        self, conn: Conn, spec: JoinSpec, players: list[str]
-    ) -> dict[str, Any] | None:
-        excluded: list[str] = []
-        for _ in range(self.config.quick_join_candidates):
-            # SKIP LOCKED: under load, joiners spread over the fullest tables nobody else is
-            # changing right now instead of queueing on one row.
-            table = await self._lock_table(
-                conn,
-                """t.kind = :kind AND t.tier = :tier AND t.status = 'waiting'
-                   AND NOT t.private AND NOT t.vs_cpu AND t.taken <= t.seat_count - :n
-                   AND t.id <> ALL(:excluded)
-                   AND NOT EXISTS (SELECT 1 FROM matchmaking.reservations r
-                                   WHERE r.table_id = t.id AND r.player_id = ANY(:players)
-                                     AND r.status IN ('pending','seated','staked'))""",
-                {
-                    "kind": spec.kind,
-                    "tier": spec.tier,
-                    "n": len(players),
-                    "excluded": excluded,
-                    "players": players,
-                },
-                tail="ORDER BY t.taken DESC, t.created_ms LIMIT 1 FOR UPDATE SKIP LOCKED",
-            )
-            if table is None:
-                return None
-            if (
-                table["status"] == "waiting"
-                and not any(p in table["players"] for p in players)
-                and self._choose_seats(table, players) is not None
-            ):
-                return table
-            excluded.append(table["id"])
-        return None
-
-    async def _new_table(self, conn: Conn, spec: JoinSpec, now: int) -> dict[str, Any]:
-        kind_id = spec.kind or ""
-        tier = spec.tier or "free"
-        kind = CATALOGUE[kind_id]
-        table_id = "t-" + uuid.uuid4().hex
-        code = None
-        if spec.op == "private":
-            code = "".join(
-                secrets.choice(_INVITE_ALPHABET) for _ in range(self.config.invite_code_length)
-            )
-        await conn.execute(
-            text(
-                "INSERT INTO matchmaking.tables (id, kind, tier, variant, options, stake_cents, "
-                "currency, seat_count, pairs, private, vs_cpu, invite_code, status, taken, "
-                "created_ms, updated_ms) VALUES (:id, :kind, :tier, :variant, CAST(:options AS "
-                "jsonb), :stake, :cur, :seats, :pairs, :private, :cpu, :code, 'waiting', 0, "
-                ":now, :now)"
-            ),
-            {
-                "id": table_id,
-                "kind": kind.kind,
-                "tier": tier,
-                "variant": kind.variant,
-                "options": msgspec.json.encode(kind.options).decode(),
-                "stake": TIERS[tier],
-                "cur": self.currency,
-                "seats": kind.seat_count,
-                "pairs": kind.pairs,
-                "private": spec.op == "private",
-                "cpu": spec.op == "cpu",
-                "code": code,
-                "now": now,
-            },
-        )
-        return {
-            "id": table_id,
-            "kind": kind.kind,
-            "tier": tier,
-            "stake_cents": TIERS[tier],
-            "seat_count": kind.seat_count,
-            "pairs": kind.pairs,
-            "status": "waiting",
-            "taken": 0,
-            "occupied": [],
-            "players": [],
-        }
 
     async def _load_reservations(self, ids: Sequence[str]) -> list[Res]:
         async with self.db.connect_() as conn:
@@ -645,64 +494,24 @@ class Matchmaker:
             return exc
         return None
 
-    async def _place_holds(self, reservations: list[Res]) -> bool:
-        """Turn 'pending' seats into 'seated' ones (holds placed), or drop them all.
+    async def _place_holds(self, pending: list[Res]) -> None:
+        """Place the holds of 'pending' seats, or give every seat of the join up.
 
-        True when the table may be full (worth trying to start it)."""
-        pending = [r for r in reservations if r.status == "pending"]
-        if not pending:
-            await self._check_still_live(reservations)
-            return True
-        outcomes = await asyncio.gather(*(self._hold(r) for r in pending))
+        A refusal drops the join's seats (held ones released) and is answered with the
+        ledger's code; an unreachable ledger leaves the seats pending (a retry with the same
+        key, or the sweeper, places the same holds under the same keys)."""
+        if len(pending) == 1:
+            outcomes = [await self._hold(pending[0])]
+        else:
+            outcomes = list(await asyncio.gather(*(self._hold(r) for r in pending)))
         refused = [o for o in outcomes if isinstance(o, RemoteError)]
-        down = [o for o in outcomes if isinstance(o, ServiceUnavailable)]
         if refused:
             held = [r for r, o in zip(pending, outcomes, strict=True) if o is None]
             await self._drop(pending, held, reason=refused[0].code)
             first = refused[0]
             raise ServiceError(422 if first.status < 500 else 503, first.code, first.detail)
-        if down:
+        if any(isinstance(o, ServiceUnavailable) for o in outcomes):
             raise ServiceError(503, "ledger_unavailable", "the ledger did not answer; retry")
-        full = await self._mark_seated([r.id for r in pending], reservations[0].table_id)
-        if full:
-            await self._check_still_live(reservations)
-        return full
-
-    async def _check_still_live(self, reservations: list[Res]) -> None:
-        fresh = await self._load_reservations([r.id for r in reservations])
-        gone = [r for r in fresh if r.status not in LIVE]
-        if gone:
-            raise conflict("reservation_dropped", f"the seat was released ({gone[0].status})")
-
-    async def _mark_seated(self, ids: list[str], table_id: str) -> bool:
-        """Mark held seats 'seated'; True when every seat of the table is taken.
-
-        Taken counts 'pending' seats too: when two last seats are confirmed at once, each
-        confirmation tries the start after its own commit, so the later one sees both seated
-        (`_try_start` re-checks under the table lock)."""
-
-        async def work(conn: Conn) -> tuple[bool, int]:
-            row = (
-                await conn.execute(
-                    text(
-                        "WITH done AS (UPDATE matchmaking.reservations SET status = 'seated', "
-                        "updated_ms = :now WHERE id = ANY(:ids) AND status = 'pending' "
-                        "RETURNING id) "
-                        "SELECT (SELECT count(*) FROM done) AS done, t.seat_count, t.vs_cpu, "
-                        "(SELECT count(*) FROM matchmaking.reservations r WHERE r.table_id = t.id "
-                        "AND r.status IN ('pending','seated')) AS taken "
-                        "FROM matchmaking.tables t WHERE t.id = :t"
-                    ),
-                    {"ids": ids, "now": self.clock(), "t": table_id},
-                )
-            ).one()
-            return bool(row.taken >= row.seat_count or row.vs_cpu), int(row.done)
-
-        full, done = await self._retrying(work)
-        if done < len(ids):
-            # Someone else (the sweeper) settled a seat first: is it still ours?
-            await self._check_still_live(await self._load_reservations(ids))
-        return bool(full)
 
     async def _drop(self, failed: list[Res], held: list[Res], reason: str) -> None:
         """Give up seats: refused ones become 'failed', held ones are released."""
@@ -772,58 +581,38 @@ class Matchmaker:
     # ------------------------------------------------------------------ leaving and expiry
 
     async def leave(self, req: c.Leave) -> c.LeaveResult:
+        """One function call frees the seat; then the hold is released through the ledger."""
         digest = _hash(req)
         now = self.clock()
-
-        async def work(conn: Conn) -> tuple[str, int]:
-            await self._claim(conn, req.player_id, req.idempotency_key, "leave", digest)
-            table = await self._lock_table(conn, "id = :t", {"t": req.table_id})
-            if table is None:
-                raise not_found("table_not_found", f"no table {req.table_id}")
-            row = (
-                await conn.execute(
-                    text(
-                        "SELECT id, status, stake_cents FROM matchmaking.reservations "
-                        "WHERE table_id = :t AND player_id = :p "
-                        "AND status IN ('pending','seated','staked')"
-                    ),
-                    {"t": req.table_id, "p": req.player_id},
-                )
-            ).first()
-            if row is None:
-                raise not_found("not_seated", "the player has no seat at this table")
-            if table["status"] != "waiting" or row.status == "staked":
-                raise conflict("table_started", "the match has started; the seat is staked")
-            if row.status == "pending":
-                raise conflict("reservation_pending", "the seat's hold is being placed; retry")
-            new = "releasing" if row.stake_cents > 0 else "released"
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.reservations SET status = :st, reason = 'left', "
-                    "updated_ms = :now WHERE id = :id"
-                ),
-                {"st": new, "now": now, "id": row.id},
-            )
-            await self._recount(conn, req.table_id, now)
-            return row.id, row.stake_cents
-
-        try:
-            reservation_id, stake = await self._retrying(work)
-        except _Replay as replay:
-            if replay.status != 200:
-                err = msgspec.json.decode(replay.body)
-                raise ServiceError(replay.status, err["error"], err["detail"]) from None
-            result = msgspec.json.decode(replay.body, type=c.LeaveResult)
+        raw = await self._call(
+            _LEAVE_SQL, lambda: (req.player_id, req.idempotency_key, digest, req.table_id, now)
+        )
+        out = msgspec.json.decode(raw, type=_LeaveOutcome)
+        if out.replay is not None:
+            body = (out.body or "").encode()
+            if out.replay != 200:
+                err = msgspec.json.decode(body)
+                raise ServiceError(out.replay, err["error"], err["detail"])
+            result = msgspec.json.decode(body, type=c.LeaveResult)
             return msgspec.structs.replace(result, replayed=True)
-        except _Resume:
-            raise conflict("idempotency_key_reused", "key used by a join") from None
+        if out.resume is not None:
+            # A retry of a leave that stopped before its answer: finish the same release.
+            if out.table_id != req.table_id or len(out.resume) != 1:
+                raise conflict("idempotency_key_reused", "key used by another request")
+            reservation_id = out.resume[0]
+            found = await self._load_reservations([reservation_id])
+            stake = found[0].stake_cents if found else 0
+        else:
+            reservation_id, stake = out.reservation_id or "", out.stake_cents
         released = True
         if stake > 0:
             # If the ledger is down the seat is already free; the sweeper finishes the release.
             released = await self._release(reservation_id)
-        out = c.LeaveResult(table_id=req.table_id, player_id=req.player_id, released=released)
-        await self._store_response(req, 200, msgspec.json.encode(out))
-        return out
+        result = c.LeaveResult(table_id=req.table_id, player_id=req.player_id, released=released)
+        await self._store_response(req, 200, msgspec.json.encode(result))
+        if out.resume is not None:
+            return msgspec.structs.replace(result, replayed=True)
+        return result
 
     async def heartbeat(self, req: c.Heartbeat, *, disconnect: bool = False) -> c.HeartbeatResult:
         now = self.clock()
@@ -855,171 +644,100 @@ class Matchmaker:
     # ------------------------------------------------------------------ starting
 
     async def _try_start(self, table_id: str) -> None:
-        now = self.clock()
+        """Start a waiting table if it is full of held seats (the sweeper's retry)."""
+        out = await self._confirm(table_id, [], "m-" + uuid.uuid4().hex)
+        if out.start and out.table is not None:
+            await self._start(out.table)
 
-        async def work(conn: Conn) -> tuple[str, str] | None:
-            table = await self._lock_table(conn, "id = :t", {"t": table_id})
-            if table is None or table["status"] != "waiting":
-                return None
-            rows = (
-                (
-                    await conn.execute(
-                        text(
-                            "SELECT status FROM matchmaking.reservations WHERE table_id = :t "
-                            "AND status IN ('pending','seated','staked')"
-                        ),
-                        {"t": table_id},
-                    )
-                )
-                .scalars()
-                .all()
-            )
-            full = len(rows) == table["seat_count"] or (table["vs_cpu"] and len(rows) >= 1)
-            if not full or any(s != "seated" for s in rows):
-                return None
-            match_id = "m-" + uuid.uuid4().hex
-            new_status = "starting" if table["stake_cents"] > 0 else "started"
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.tables SET status = :st, match_id = :m, updated_ms = :now, "
-                    "started_ms = :started WHERE id = :t"
-                ),
-                {
-                    "st": new_status,
-                    "m": match_id,
-                    "now": now,
-                    "t": table_id,
-                    "started": now if new_status == "started" else None,
-                },
-            )
-            if new_status == "started":
-                await conn.execute(
-                    text(
-                        "UPDATE matchmaking.reservations SET status = 'staked', updated_ms = :now "
-                        "WHERE table_id = :t AND status = 'seated'"
-                    ),
-                    {"t": table_id, "now": now},
-                )
-            return match_id, new_status
+    async def _start(self, table: _TableDoc) -> _TableDoc:
+        """Pot move (paid tables), then the engine; returns the table as it ends up."""
+        if table.status == "starting" and not await self._move_pot(table):
+            return await self._load_table(table.id)
+        return await self._create_match(table)
 
-        started = await self._retrying(work)
-        if started is None:
-            return
-        match_id, status = started
-        if status == "starting" and not await self._move_pot(table_id, match_id):
-            return
-        await self._create_match(table_id)
+    async def _move_pot(self, table: _TableDoc) -> bool:
+        """One ledger call: every hold into the pot. True when the pot exists.
 
-    async def _seats(self, table_id: str) -> list[Res]:
-        async with self.db.connect_() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
-                        "FROM matchmaking.reservations WHERE table_id = :t "
-                        "AND status IN ('pending','seated','staked') ORDER BY seat"
-                    ),
-                    {"t": table_id},
-                )
-            ).all()
-        return [Res(**r._mapping) for r in rows]
-
-    async def _move_pot(self, table_id: str, match_id: str) -> bool:
-        """One ledger call: every hold into the pot. True when the pot exists."""
-        status = await self.table_status(table_id)
-        seats = await self._seats(table_id)
+        The table stays 'starting' until the engine has the match (`mark_started`): a crash
+        in between repeats this call under the same key, which the ledger answers again."""
+        match_id = table.match_id or ""
         request = StartMatchRequest(
             idempotency_key=f"mm-start:{match_id}",
             match_id=match_id,
-            tier=status.tier,
-            variant=status.variant,
-            seats=[SeatStake(seat=r.seat, player=r.player_id, reservation_id=r.id) for r in seats],
+            tier=table.tier,
+            variant=table.variant,
+            seats=[SeatStake(seat=s[0], player=s[1], reservation_id=s[3]) for s in table.seats],
             currency=self.currency,
         )
         try:
             await self.ledger.post("/v1/matches/start", request, EntryResult)
         except ServiceUnavailable:
-            log.warning("pot_move_unavailable", table=table_id, match=match_id)
+            log.warning("pot_move_unavailable", table=table.id, match=match_id)
             return False
         except RemoteError as exc:
             if exc.status >= 500:
                 return False
-            await self._pot_refused(table_id, match_id, seats, exc)
+            await self._pot_refused(table, exc)
             return False
-        now = self.clock()
-        async with self.db.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.tables SET status = 'started', started_ms = :now, "
-                    "updated_ms = :now WHERE id = :t AND status = 'starting' AND match_id = :m"
-                ),
-                {"t": table_id, "m": match_id, "now": now},
-            )
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.reservations SET status = 'staked', updated_ms = :now "
-                    "WHERE table_id = :t AND status = 'seated'"
-                ),
-                {"t": table_id, "now": now},
-            )
         return True
 
-    async def _pot_refused(
-        self, table_id: str, match_id: str, seats: list[Res], exc: RemoteError
-    ) -> None:
+    async def _pot_refused(self, table: _TableDoc, exc: RemoteError) -> None:
         """Nobody was charged. Drop the seat(s) the ledger named; the table waits again."""
-        bad = [r for r in seats if r.id in exc.detail]
-        log.warning("pot_move_refused", table=table_id, code=exc.code, dropped=len(bad))
+        bad = [s[3] for s in table.seats if s[3] in exc.detail]
+        log.warning("pot_move_refused", table=table.id, code=exc.code, dropped=len(bad))
         now = self.clock()
 
         async def work(conn: Conn) -> None:
             await conn.execute(
-                text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table_id}
+                text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table.id}
             )
             await conn.execute(
                 text(
                     "UPDATE matchmaking.tables SET status = 'waiting', match_id = NULL, "
                     "updated_ms = :now WHERE id = :t AND status = 'starting' AND match_id = :m"
                 ),
-                {"t": table_id, "m": match_id, "now": now},
+                {"t": table.id, "m": table.match_id, "now": now},
             )
             await conn.execute(
                 text(
                     "UPDATE matchmaking.reservations SET status = 'releasing', reason = :why, "
                     "updated_ms = :now WHERE id = ANY(:ids) AND status = 'seated'"
                 ),
-                {"ids": [r.id for r in bad], "why": f"pot:{exc.code}", "now": now},
+                {"ids": bad, "why": f"pot:{exc.code}", "now": now},
             )
-            await self._recount(conn, table_id, now)
+            await self._recount(conn, table.id, now)
 
         await self._retrying(work)
-        for r in bad:
-            await self._release(r.id)
+        for reservation_id in bad:
+            await self._release(reservation_id)
 
-    async def _create_match(self, table_id: str) -> None:
-        status = await self.table_status(table_id)
-        if status.status != "started" or status.match_id is None:
-            return
-        seats = await self._seats(table_id)
-        by_seat = {r.seat: r for r in seats}
+    async def _mark_started(self, table: _TableDoc, status: str) -> _TableDoc:
+        now = self.clock()
+        raw = await self._call(_MARK_STARTED_SQL, lambda: (table.id, table.match_id, status, now))
+        return _decode_table(raw) if raw is not None else await self._load_table(table.id)
+
+    async def _create_match(self, table: _TableDoc) -> _TableDoc:
+        """Hand a started (or starting, pot moved) table to the engine; 'playing' once it has it."""
+        if table.status not in ("starting", "started") or table.match_id is None:
+            return table
+        by_seat = {s[0]: s for s in table.seats}
         specs = []
-        for n in range(status.seat_count):
-            r = by_seat.get(n)
-            if r is None:
+        for n in range(table.seat_count):
+            s = by_seat.get(n)
+            if s is None:
                 specs.append(SeatSpec(seat=n, bot=True))
             else:
-                specs.append(
-                    SeatSpec(seat=n, player_id=r.player_id, hold_id=r.id if r.stake_cents else None)
-                )
+                hold = s[3] if table.stake_cents else None
+                specs.append(SeatSpec(seat=n, player_id=s[1], hold_id=hold))
         request = CreateMatch(
-            match_id=status.match_id,
-            variant=status.variant,
-            options=dict(status.options),
+            match_id=table.match_id,
+            variant=table.variant,
+            options=dict(CATALOGUE[table.kind].options),
             seats=specs,
-            tier=status.tier,  # type: ignore[arg-type]
-            stake_cents=status.stake_cents,
-            currency=status.currency,
-            table_id=table_id,
+            tier=table.tier,  # type: ignore[arg-type]
+            stake_cents=table.stake_cents,
+            currency=table.currency,
+            table_id=table.id,
         )
         refusal: RemoteError | None = None
         for attempt in range(self.config.engine_attempts):
@@ -1032,27 +750,29 @@ class Matchmaker:
                     refusal = exc
                     break
             else:
-                await self._set_status(table_id, "started", "playing")
-                return
+                return await self._mark_started(table, "playing")
             await asyncio.sleep(self.config.engine_retry_ms / 1000 * (attempt + 1))
+        # The pot exists: record it ('started', seats staked) before anything else.
+        table = await self._mark_started(table, "started")
         if refusal is None:
-            return  # the sweeper keeps trying
-        log.error("engine_refused_match", table=table_id, code=refusal.code)
-        if status.stake_cents > 0:
+            return table  # the sweeper keeps trying
+        log.error("engine_refused_match", table=table.id, code=refusal.code)
+        if table.stake_cents > 0:
             try:
                 await self.ledger.post(
                     "/v1/matches/void",
                     VoidMatchRequest(
-                        idempotency_key=f"mm-void:{status.match_id}",
-                        match_id=status.match_id,
+                        idempotency_key=f"mm-void:{table.match_id}",
+                        match_id=table.match_id or "",
                         reason=f"engine refused: {refusal.code}"[:200],
                     ),
                     EntryResult,
                 )
             except (ServiceUnavailable, RemoteError) as exc:
-                log.error("void_failed", table=table_id, error=str(exc)[:200])
-                return
-        await self._set_status(table_id, "started", "voided")
+                log.error("void_failed", table=table.id, error=str(exc)[:200])
+                return table
+        await self._set_status(table.id, "started", "voided")
+        return await self._load_table(table.id)
 
     async def _set_status(self, table_id: str, old: str, new: str) -> None:
         async with self.db.begin() as conn:
@@ -1063,14 +783,6 @@ class Matchmaker:
                 ),
                 {"t": table_id, "old": old, "new": new, "now": self.clock()},
             )
-
-    async def _join_result(self, table_id: str, reservations: list[Res]) -> c.JoinResult:
-        return c.JoinResult(
-            table=await self.table_status(table_id),
-            reservations=[
-                c.ReservationView(r.id, r.player_id, r.seat, r.expires_ms) for r in reservations
-            ],
-        )
 
     # ------------------------------------------------------------------ sweeper
 
@@ -1148,11 +860,7 @@ class Matchmaker:
                 await self._try_start(t.id)
                 continue
             counts[t.status] += 1
-            if t.status == "starting":
-                if await self._move_pot(t.id, t.match_id):
-                    await self._create_match(t.id)
-            else:
-                await self._create_match(t.id)
+            await self._start(await self._load_table(t.id))
         return counts
 
     async def _expire(self, reservation_id: str, table_id: str) -> bool:
@@ -1195,9 +903,44 @@ class Matchmaker:
         if isinstance(outcome, RemoteError):
             await self._drop([r], [], reason=outcome.code)
             return
-        await self._mark_seated([r.id], r.table_id)
-        await self._try_start(r.table_id)
+        out = await self._confirm(r.table_id, [r.id], "m-" + uuid.uuid4().hex)
+        if out.start and out.table is not None:
+            await self._start(out.table)
 
 
 def _error_body(exc: ServiceError) -> bytes:
     return msgspec.json.encode({"error": exc.code, "detail": exc.detail})
+
+
+_table_decoder = msgspec.json.Decoder(_TableDoc)
+_outcome_decoder = msgspec.json.Decoder(_Outcome)
+
+
+def _decode_table(raw: str) -> _TableDoc:
+    return _table_decoder.decode(raw)
+
+
+def _decode_outcome(raw: str) -> _Outcome:
+    return _outcome_decoder.decode(raw)
+
+
+def _table_of(out: _Outcome) -> _TableDoc:
+    if out.table is None:
+        raise ServiceError(500, "internal", "matchmaking function returned no table")
+    return out.table
+
+
+def _mine(table: _TableDoc, ids: list[str]) -> list[Res]:
+    """The join's own reservations, read from the table document the function returned."""
+    mine = [
+        Res(s[3], table.id, s[0], s[1], s[2], table.stake_cents, s[4])
+        for s in table.seats
+        if s[3] in ids
+    ]
+    if len(mine) != len(ids):
+        raise ServiceError(500, "internal", "a reserved seat is missing from its table")
+    return mine
+
+
+def _options_json(kind: Kind) -> str:
+    return msgspec.json.encode(kind.options).decode()

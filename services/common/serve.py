@@ -69,6 +69,9 @@ def main(argv: list[str]) -> int:
         access_log=False,
         lifespan="on",
         ws_max_size=64 * 1024,
+        # Table frames are small JSON (at most a few KiB): per-message deflate would cost CPU on
+        # both ends for every frame and mix hidden and chosen data in one compression context.
+        ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)

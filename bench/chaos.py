@@ -1,6 +1,6 @@
 """`make chaos`: kill -9 every process in turn while paid tables play, then check the money.
 
-    python -m bench.chaos [--tables 50] [--engines N] [--settle-s 120]
+    python -m bench.chaos [--tables 50] [--engines 2] [--gateways 2] [--settle-s 120]
 
 Starts `mesa up` on free loopback ports, seats `--tables` pairs of simulated players at
 private $10 apuesta 1v1 tables (public HTTP + WebSocket protocol, clients reconnect and retry
@@ -11,6 +11,11 @@ last kill the tables stop starting new matches and finish the ones in play (boun
 the checks run (`bench.sim.check_invariants`): every match finished and settled or voided
 and refunded, trial balance zero, every pot zero, no hold left, every wallet equal to what
 the results say, no settlement applied twice, no commitment without one result or void.
+
+With engine replicas (the default is two engines and two gateways) the engine victim is one
+replica: the run records which live matches it owned (PostgreSQL advisory locks, matched to
+its connections) and measures the time until every one of them is owned again, restored from
+its event log by the surviving replica (or by the restarted one, if it came back first).
 
 Prints a verdict and exits 1 on any violation. Results: bench/results/chaos.json.
 """
@@ -27,7 +32,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
+import psutil
 
 from bench.common import write_result
 from bench.sim import (
@@ -43,6 +50,8 @@ from bench.sim import (
     setup_players,
     wait_settled,
 )
+from services.common.db import asyncpg_dsn
+from services.engine.store import LOCK_NAMESPACE
 
 DEFAULT_VICTIMS = ("engine", "matchmaking", "ledger", "gateway", "postgres")
 
@@ -75,10 +84,74 @@ def service_urls(platform: Platform) -> list[str]:
     return urls + platform.gateway_urls
 
 
+# Every live match with the client port of the PostgreSQL session holding its engine lock
+# (NULL: no engine owns it right now). Two-key advisory locks show as classid/objid (oids).
+_OWNERS_SQL = """
+SELECT m.match_id, a.client_port
+FROM engine.matches m
+LEFT JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.classid::bigint = $1
+  AND l.objid::bigint = (hashtext(m.match_id)::bigint + 4294967296) % 4294967296
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE NOT EXISTS (SELECT 1 FROM engine.match_closed c WHERE c.match_id = m.match_id)
+LIMIT 100000
+"""
+TAKEOVER_POLL_S = 0.05
+
+
+async def match_owners(conn: Any) -> dict[str, int | None]:
+    rows = await conn.fetch(_OWNERS_SQL, LOCK_NAMESPACE)
+    return {r["match_id"]: r["client_port"] for r in rows}
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of one process (its PostgreSQL sessions among them)."""
+    try:
+        return {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp")}
+    except psutil.Error:
+        return set()
+
+
+async def _takeover(
+    conn: Any, owned: set[str], victim_ports: set[int], survivors: list[int], limit_s: float
+) -> dict[str, Any]:
+    """Poll (bounded) until every live match the victim owned has a new owner."""
+    started = time.monotonic()
+    owners: dict[str, int | None] = {}
+    pending = set(owned)
+    for _ in range(int(limit_s / TAKEOVER_POLL_S) + 1):
+        owners = await match_owners(conn)
+        pending = {
+            m for m in owned if m in owners and (owners[m] is None or owners[m] in victim_ports)
+        }
+        if not pending:
+            break
+        await asyncio.sleep(TAKEOVER_POLL_S)
+    took_s = time.monotonic() - started
+    survivor_ports: set[int] = set()
+    for pid in survivors:
+        survivor_ports |= local_ports(pid)
+    reowned = [m for m in owned if owners.get(m) is not None and m not in pending]
+    by_survivor = sum(1 for m in reowned if owners[m] in survivor_ports)
+    return {
+        "matches": len(owned),
+        "finished_meanwhile": sum(1 for m in owned if m not in owners),
+        "by_survivor": by_survivor,
+        "by_restarted": len(reowned) - by_survivor,
+        "not_taken_over": len(pending),
+        "after_s": round(took_s, 3) if not pending else None,
+    }
+
+
 async def kill_and_recover(
     platform: Platform, victim: str, stats: Stats, recover_s: float
 ) -> dict[str, Any]:
-    """SIGKILL one process; time until every service is healthy and actions flow again."""
+    """SIGKILL one process; time until every service is healthy and actions flow again.
+
+    An engine replica (more than one engine): also the time until its live matches have been
+    taken over (`takeover`).
+    """
     if victim == "postgres":
         pid = platform.postmaster_pid()
     else:
@@ -86,9 +159,30 @@ async def kill_and_recover(
         pid = pids[0] if pids else None
     if pid is None:
         raise SimError(f"no {victim} process found under mesa up")
+    replica = victim == "engine" and platform.engines > 1
+    takeover: dict[str, Any] | None = None
+    conn: Any = None
+    owned: set[str] = set()
+    victim_ports: set[int] = set()
+    survivors: list[int] = []
+    if replica:
+        conn = await asyncpg.connect(asyncpg_dsn(platform.database_url), timeout=10)
+        owners = await match_owners(conn)
+        engines = platform.service_pids()["engine"]
+        # The replica that owns the most live matches: the takeover has something to do.
+        by_pid = {p: {m for m, port in owners.items() if port in local_ports(p)} for p in engines}
+        pid = max(engines, key=lambda p: len(by_pid[p]))
+        survivors = [p for p in engines if p != pid]
+        victim_ports = local_ports(pid)
+        owned = by_pid[pid]
     acks_before = stats.actions_total
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
+    if replica:
+        try:
+            takeover = await _takeover(conn, owned, victim_ports, survivors, recover_s)
+        finally:
+            await conn.close()
     # Let the supervisor notice before asking for health (it polls every 0.25 s).
     await asyncio.sleep(1.0 if victim != "postgres" else 2.0)
     healthy = await _healthy(service_urls(platform), recover_s)
@@ -108,7 +202,15 @@ async def kill_and_recover(
         "actions_acked_again_after_s": (
             round(flowing_at - killed_at, 2) if flowing_at is not None else None
         ),
+        **({"takeover": takeover} if takeover is not None else {}),
     }
+
+
+def kills_ok(kills: list[dict[str, Any]]) -> bool:
+    """Every service healthy again, and every match of a killed engine replica taken over."""
+    return all(
+        k["healthy_again"] and k.get("takeover", {}).get("not_taken_over", 0) == 0 for k in kills
+    )
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -186,9 +288,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "settle_wait_s": round(settle_s, 1),
             "total_s": round(time.monotonic() - t_start, 1),
             "checks": checks,
-            "verdict": "PASS"
-            if checks["ok"] and all(k["healthy_again"] for k in kills)
-            else "FAIL",
+            "verdict": "PASS" if checks["ok"] and kills_ok(kills) else "FAIL",
         }
     finally:
         platform.stop()
@@ -197,8 +297,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
     parser.add_argument("--tables", type=int, default=50)
-    parser.add_argument("--engines", type=int, default=1)
-    parser.add_argument("--gateways", type=int, default=1)
+    parser.add_argument("--engines", type=int, default=2, help="engine replicas (1..4)")
+    parser.add_argument("--gateways", type=int, default=2, help="gateway replicas (1..4)")
     parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
     parser.add_argument("--victims", default=",".join(DEFAULT_VICTIMS))
     parser.add_argument("--warmup-s", type=float, default=8.0)
@@ -211,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.tables <= 500:
         parser.error("--tables must be within 1..500")
+    if not 1 <= args.engines <= 4 or not 1 <= args.gateways <= 4:
+        parser.error("--engines and --gateways must be within 1..4")
     unknown = set(args.victims.split(",")) - set(DEFAULT_VICTIMS)
     if unknown:
         parser.error(f"unknown victims: {sorted(unknown)}")

@@ -3,23 +3,30 @@ log + NOTIFY) and publishes, with many concurrent matches; p50/p99 latency of an
 
 Runs the Engine in-process (no HTTP layer) against embedded PostgreSQL, with the real event
 log and an in-memory fairness log (the transparency log's cost is per deal, not per action).
+
+Besides the action latency it reports where the time goes, for the paced run: the wait for
+the event log commit (`persist_ms`), garbage-collector pauses, event-loop lag (how late a 5 ms
+timer fires: every stall of the loop delays every match), and, as the baseline measured in the
+same run, the floor: one-row commits of the same log table in a row on one connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import os
 import random
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bench.common import percentile, write_result
 from fairness.keys import OperatorKey
+from services.common.app import freeze_startup_heap
 from services.common.errors import ServiceError
 from services.engine import rules as R
 from services.engine.clock import RealClock
@@ -40,6 +47,100 @@ DURATION_S = float(os.environ.get("BENCH_ENGINE_SECONDS", "10"))
 # The target load, offered at a steady pace: PACED_MATCHES matches sharing the rate.
 PACED_RATE_PER_S = float(os.environ.get("BENCH_ENGINE_RATE", "2000"))
 PACED_MATCHES = int(os.environ.get("BENCH_ENGINE_PACED_MATCHES", "400"))
+# BENCH_ENGINE_PACED_ONLY=1: only the floor and the paced run (quick before/after checks).
+PACED_ONLY = os.environ.get("BENCH_ENGINE_PACED_ONLY", "") == "1"
+FLOOR_COMMITS = 1_000
+LAG_TICK_S = 0.005
+
+
+class _TimedStore(Store):
+    """The real store, timing each append's wait for its commit."""
+
+    def __init__(self, url: str, **kwargs: Any) -> None:
+        super().__init__(url, **kwargs)
+        self.waits_ms: list[float] = []
+
+    async def append(self, match_id: str, log_no: int, seq: int, record: bytes) -> None:
+        t0 = time.perf_counter()
+        await super().append(match_id, log_no, seq, record)
+        self.waits_ms.append((time.perf_counter() - t0) * 1000)
+
+
+class _Probes:
+    """GC pauses (gc.callbacks) and event-loop lag while recording is on."""
+
+    def __init__(self) -> None:
+        self.gc_ms: list[float] = []
+        self.lag_ms: list[float] = []
+        self.recording = False
+        self._gc_started = 0.0
+
+    def _gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        elif self.recording:
+            self.gc_ms.append((time.perf_counter() - self._gc_started) * 1000)
+
+    async def _lag(self) -> None:
+        while True:
+            t0 = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            if self.recording:
+                self.lag_ms.append((time.perf_counter() - t0 - LAG_TICK_S) * 1000)
+
+    def __enter__(self) -> _Probes:
+        gc.callbacks.append(self._gc)
+        self._task = asyncio.get_running_loop().create_task(self._lag())
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._gc)
+        self._task.cancel()
+
+
+def _dist(values: list[float]) -> dict[str, float]:
+    v = sorted(values)
+    return {
+        "n": len(v),
+        "p50_ms": round(percentile(v, 0.50), 2),
+        "p99_ms": round(percentile(v, 0.99), 2),
+        "max_ms": round(v[-1] if v else 0.0, 2),
+        "total_ms": round(sum(v), 1),
+    }
+
+
+async def _floor(url: str) -> dict[str, float]:
+    """Commit latency floor: one-row appends to the log table, one after another."""
+    import asyncpg
+
+    from services.common.db import APP_ROLE, asyncpg_dsn
+
+    conn = await asyncpg.connect(asyncpg_dsn(url), server_settings={"role": APP_ROLE})
+    waits: list[float] = []
+    mid = f"floor-{os.getpid()}"
+    try:
+        await conn.execute(
+            "INSERT INTO engine.matches (match_id, spec) VALUES ($1, '{}'::jsonb)"
+            " ON CONFLICT DO NOTHING",
+            mid,
+        )
+        # closed at once: the engine's start-up scan must not take it for a live match
+        await conn.execute(
+            "INSERT INTO engine.match_closed (match_id, status) VALUES ($1, 'void')", mid
+        )
+        for i in range(FLOOR_COMMITS):
+            t0 = time.perf_counter()
+            await conn.execute(
+                "INSERT INTO engine.match_log (match_id, log_no, seq, record) VALUES ($1, $2, $2,"
+                " $3)",
+                mid,
+                i,
+                b"{}",
+            )
+            waits.append((time.perf_counter() - t0) * 1000)
+    finally:
+        await conn.close()
+    return _dist(waits)
 
 
 async def _player(
@@ -86,7 +187,7 @@ async def _player(
             await asyncio.sleep(0.001)
             continue
         a = legal[0]
-        end = "right" if a.end == R.RIGHT else "left"
+        end: Literal["left", "right"] = "right" if a.end == R.RIGHT else "left"
         action = PlayAction(tile=R.tile_str(a.tile), end=end)
         body = SubmitAction(seat=seat, seq=m.seq, action=action)
         t0 = time.perf_counter()
@@ -100,12 +201,21 @@ async def _player(
 
 
 async def _run(url: str, matches: int, rate_per_s: float | None) -> dict[str, Any]:
-    store = Store(url, pool_size=8)
+    with _Probes() as probes:
+        return await _run_probed(url, matches, rate_per_s, probes)
+
+
+async def _run_probed(
+    url: str, matches: int, rate_per_s: float | None, probes: _Probes
+) -> dict[str, Any]:
+    store = _TimedStore(url, pool_size=8)
     await store.start()
     key = OperatorKey(Ed25519PrivateKey.generate())
     engine = Engine(store, RealClock(), key, MemoryFairnessLog(), MemoryLedger())
     await engine.start(scan=False)
+    freeze_startup_heap()  # as the service does once it has started
     latencies: list[float] = []
+    persist_ms: list[float] = []
     total = 0
     # Only the time in which actions are played counts; creating matches does not.
     measured_s = 0.0
@@ -127,9 +237,13 @@ async def _run(url: str, matches: int, rate_per_s: float | None) -> dict[str, An
         t0 = time.perf_counter()
         stop = t0 + (DURATION_S - measured_s)
         interval = None if rate_per_s is None else matches / rate_per_s
+        store.waits_ms.clear()
+        probes.recording = True
         counts = await asyncio.gather(
             *(_player(engine, mid, latencies, stop, interval) for mid in ids)
         )
+        probes.recording = False
+        persist_ms += store.waits_ms
         total += sum(counts)
         measured_s += time.perf_counter() - t0
         if time.perf_counter() - t0 < 0.01:
@@ -137,6 +251,7 @@ async def _run(url: str, matches: int, rate_per_s: float | None) -> dict[str, An
     elapsed = measured_s
     await engine.stop()
     await store.stop()
+    gc.unfreeze()  # the next run starts from the same heap
     lat = sorted(latencies)
     return {
         "mode": "saturated" if rate_per_s is None else f"paced at {rate_per_s:.0f} actions/s",
@@ -146,6 +261,11 @@ async def _run(url: str, matches: int, rate_per_s: float | None) -> dict[str, An
         "actions_per_s": round(total / elapsed, 1),
         "p50_ms": round(percentile(lat, 0.50), 2),
         "p99_ms": round(percentile(lat, 0.99), 2),
+        "components": {
+            "persist_wait": _dist(persist_ms),
+            "gc_pauses": _dist(probes.gc_ms),
+            "loop_lag": _dist(probes.lag_ms),
+        },
     }
 
 
@@ -170,7 +290,11 @@ def main() -> dict[str, Any]:
             loop_name = "uvloop"
         except ImportError:
             runner, loop_name = asyncio.run, "asyncio"
-        saturated = runner(_run(url, MATCHES, None))
+        floor = runner(_floor(url))
+        print(f"floor (one-row commits in a row): {floor}", flush=True)
+        saturated: dict[str, Any] = {"skipped": True}
+        if not PACED_ONLY:
+            saturated = runner(_run(url, MATCHES, None))
         print(f"saturated: {saturated}", flush=True)
         paced = runner(_run(url, PACED_MATCHES, PACED_RATE_PER_S))
         print(f"paced: {paced}", flush=True)
@@ -178,8 +302,13 @@ def main() -> dict[str, Any]:
             "event_loop": loop_name,
             "saturated": saturated,
             "paced": paced,
+            "floor_commit": floor,
             "target": "2000 actions/s at p99 < 20 ms",
             "paced_ratio_to_target_rate": round(paced["actions_per_s"] / 2000, 3),
+            "paced_p99_ratio_to_target": round(paced["p99_ms"] / 20, 3),
+            "paced_p99_ratio_to_floor_commit_p99": round(
+                paced["p99_ms"] / max(floor["p99_ms"], 0.01), 2
+            ),
         }
     finally:
         if server is not None:

@@ -87,8 +87,11 @@ class Round:
     result: SeedRoundResult | None = None
 
 
-@dataclass
-class StoredEvent:
+class StoredEvent(msgspec.Struct, gc=False):
+    """One feed event. Untracked by the garbage collector (`gc=False`: it never takes part in
+    a reference cycle): a live match holds thousands of them, and every tracked object adds to
+    each full collection, a pause of the whole event loop (see docs/engine.md)."""
+
     seq: int
     kind: str
     at_ms: int

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, get, patch, post
-from litestar.params import Parameter
+from litestar.params import FromPath, JSONBody, Parameter
 
 from api import accounts
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
@@ -41,7 +41,7 @@ async def list_users(
 
 
 @post("/api/admin/users", status_code=201, tags=["admin"], responses=WRITE_ERRORS)
-async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
+async def create_user(request: Request[Any, Any, Any], data: JSONBody[CreateUser]) -> Me:
     await require(request, "admin")
     try:
         user = await accounts.create_user(
@@ -55,7 +55,9 @@ async def create_user(request: Request[Any, Any, Any], data: CreateUser) -> Me:
 
 
 @patch("/api/admin/users/{user_id:str}", tags=["admin"], responses=WRITE_ERRORS)
-async def update_user(request: Request[Any, Any, Any], user_id: str, data: UpdateUser) -> Me:
+async def update_user(
+    request: Request[Any, Any, Any], user_id: FromPath[str], data: JSONBody[UpdateUser]
+) -> Me:
     """Change a role, lock (signs the user out everywhere) or unlock."""
     session = await require(request, "admin")
     if user_id == session.user.id:

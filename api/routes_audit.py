@@ -11,7 +11,7 @@ import re
 from typing import Annotated, Any
 
 from litestar import Request, get
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 
 from api.backends import call, get_backends
 from api.openapi_errors import READ_ERRORS
@@ -42,7 +42,7 @@ def _deal(deal_id: str) -> str:
 
 @get("/api/history", tags=["player"], responses=READ_ERRORS)
 async def my_history(
-    request: Request[Any, Any, Any], match_id: str | None = None
+    request: Request[Any, Any, Any], match_id: FromQuery[str | None] = None
 ) -> TranscriptList:
     """Your finished hands (newest first), optionally of one match."""
     session = await require(request, "player")
@@ -56,7 +56,7 @@ async def my_history(
 
 
 @get("/api/transcripts/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
-async def transcript(request: Request[Any, Any, Any], deal_id: str) -> Any:
+async def transcript(request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Any:
     """A finished hand's transcript (docs/fairness.md, section 6)."""
     session = await require(request, "player", "auditor")
     deal = _deal(deal_id.lstrip("/"))
@@ -74,8 +74,8 @@ async def transcript(request: Request[Any, Any, Any], deal_id: str) -> Any:
 @get("/api/audit/transcripts", tags=["audit"], responses=READ_ERRORS)
 async def transcripts(
     request: Request[Any, Any, Any],
-    match_id: str | None = None,
-    player: str | None = None,
+    match_id: FromQuery[str | None] = None,
+    player: FromQuery[str | None] = None,
     limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
 ) -> TranscriptList:
     """Finished hands, newest first (filter by match or player)."""
@@ -115,7 +115,7 @@ async def inclusion(
 
 @get("/api/audit/proofs/deal/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
 async def deal_inclusion(
-    request: Request[Any, Any, Any], deal_id: str, tree_size: OptionalSize = None
+    request: Request[Any, Any, Any], deal_id: FromPath[str], tree_size: OptionalSize = None
 ) -> InclusionProof:
     """Inclusion proof of a deal's commitment (against `tree_size`, default: latest)."""
     await require(request, "auditor")

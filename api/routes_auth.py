@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import Request, Response, get, post
 from litestar.datastructures import Cookie
+from litestar.params import JSONBody
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import accounts
@@ -124,7 +125,9 @@ def _limits(request: Request[Any, Any, Any]) -> SignInLimits:
 
 
 @post("/api/auth/register", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
-async def register(request: Request[Any, Any, Any], data: RegisterRequest) -> Response[SignedIn]:
+async def register(
+    request: Request[Any, Any, Any], data: JSONBody[RegisterRequest]
+) -> Response[SignedIn]:
     """Create a player account and sign in (cookie session)."""
     _limits(request).check(data.username.lower(), client_address(request))
     try:
@@ -155,14 +158,16 @@ async def _authenticate(request: Request[Any, Any, Any], username: str, password
 
 
 @post("/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
-async def login(request: Request[Any, Any, Any], data: LoginRequest) -> Response[SignedIn]:
+async def login(
+    request: Request[Any, Any, Any], data: JSONBody[LoginRequest]
+) -> Response[SignedIn]:
     """Sign in for the web page: sets the HttpOnly session cookie and the CSRF cookie."""
     user = await _authenticate(request, data.username, data.password)
     return await _signed_in(request, user)
 
 
 @post("/api/auth/tokens", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
-async def create_token(request: Request[Any, Any, Any], data: TokenRequest) -> TokenOut:
+async def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequest]) -> TokenOut:
     """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
     user = await _authenticate(request, data.username, data.password)
     token, _, expires = await accounts.open_session(
@@ -192,7 +197,7 @@ async def whoami(request: Request[Any, Any, Any]) -> Me:
 
 
 @post("/api/me/self-exclusion", status_code=200, tags=["player"], responses=WRITE_ERRORS)
-async def self_exclude(request: Request[Any, Any, Any], data: SelfExcludeRequest) -> Me:
+async def self_exclude(request: Request[Any, Any, Any], data: JSONBody[SelfExcludeRequest]) -> Me:
     """Exclude yourself from paid tables for `days` days (cannot be shortened here)."""
     session = await require(request, "player")
     until = datetime.now(UTC) + timedelta(days=data.days)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 from api import accounts
 from api.backends import call, get_backends
@@ -153,7 +153,7 @@ async def kinds(request: Request[Any, Any, Any]) -> KindList:
 async def open_tables(
     request: Request[Any, Any, Any],
     kind: Annotated[str | None, Parameter(pattern=r"^[a-z0-9-]{1,40}$")] = None,
-    tier: Tier | None = None,
+    tier: FromQuery[Tier | None] = None,
 ) -> Lobby:
     """Open public tables with free seats."""
     await require(request, "player")
@@ -172,7 +172,7 @@ async def my_tables(request: Request[Any, Any, Any]) -> list[TableOut]:
 
 
 @get("/api/lobby/tables/{table_id:str}", tags=["lobby"], responses=READ_ERRORS)
-async def table_status(request: Request[Any, Any, Any], table_id: str) -> TableOut:
+async def table_status(request: Request[Any, Any, Any], table_id: FromPath[str]) -> TableOut:
     session = await require(request, "player")
     if not msgspec_table_ok(table_id):
         raise ServiceError(400, "invalid_request", "bad table id")
@@ -217,19 +217,19 @@ async def _join_kind(
 
 
 @post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def quick_join(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
+async def quick_join(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> TableOut:
     """Sit at the fullest waiting table of that kind and tier (or a new one)."""
     return await _join_kind(request, data, "/v1/join/quick", QuickJoin)
 
 
 @post("/api/lobby/private", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def create_private(request: Request[Any, Any, Any], data: JoinRequest) -> TableOut:
+async def create_private(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> TableOut:
     """Open a private table; share its invite code."""
     return await _join_kind(request, data, "/v1/tables/private", CreatePrivate)
 
 
 @post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def join_by_code(request: Request[Any, Any, Any], data: CodeRequest) -> TableOut:
+async def join_by_code(request: Request[Any, Any, Any], data: JSONBody[CodeRequest]) -> TableOut:
     """Sit at a private table by its invite code."""
     session = await require(request, "player")
     await _check_partner(request, data.partner, session.user.id)
@@ -254,7 +254,7 @@ async def join_by_code(request: Request[Any, Any, Any], data: CodeRequest) -> Ta
 
 
 @post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def play_vs_cpu(request: Request[Any, Any, Any], data: CpuRequest) -> TableOut:
+async def play_vs_cpu(request: Request[Any, Any, Any], data: JSONBody[CpuRequest]) -> TableOut:
     """A free table against CPU players, started at once."""
     session = await require(request, "player")
     body = PlayVsCpu(
@@ -264,7 +264,7 @@ async def play_vs_cpu(request: Request[Any, Any, Any], data: CpuRequest) -> Tabl
 
 
 @post("/api/lobby/leave", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def leave(request: Request[Any, Any, Any], data: LeaveRequest) -> LeaveResult:
+async def leave(request: Request[Any, Any, Any], data: JSONBody[LeaveRequest]) -> LeaveResult:
     """Leave a table before it starts (the stake is released)."""
     session = await require(request, "player")
     body = Leave(

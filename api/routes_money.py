@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.params import FromPath, FromQuery, JSONBody
 
 from api.backends import call, get_backends
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
@@ -103,7 +104,9 @@ async def _statement(state: Any, player: str, since: str | None, until: str | No
 
 @get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
 async def my_statement(
-    request: Request[Any, Any, Any], since: str | None = None, until: str | None = None
+    request: Request[Any, Any, Any],
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
 ) -> Any:
     """Your wallet's movements with the running balance."""
     session = await require(request, "player")
@@ -146,14 +149,16 @@ async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: 
 
 
 @post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def deposit(request: Request[Any, Any, Any], data: CashierRequest) -> CashierResult:
+async def deposit(request: Request[Any, Any, Any], data: JSONBody[CashierRequest]) -> CashierResult:
     """Cashier deposit: external:cashier -> wallet:<player>."""
     result: CashierResult = await _cashier(request, data, "deposit")
     return result
 
 
 @post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def withdraw(request: Request[Any, Any, Any], data: CashierRequest) -> CashierResult:
+async def withdraw(
+    request: Request[Any, Any, Any], data: JSONBody[CashierRequest]
+) -> CashierResult:
     """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
     result: CashierResult = await _cashier(request, data, "withdrawal")
     return result
@@ -168,7 +173,8 @@ async def trial_balance(request: Request[Any, Any, Any]) -> Any:
 
 @get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
 async def pots(
-    request: Request[Any, Any, Any], status: Literal["open", "settled", "voided"] | None = None
+    request: Request[Any, Any, Any],
+    status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
 ) -> Any:
     await require(request, "finance")
     ledger = get_backends(request.app.state).ledger
@@ -178,9 +184,11 @@ async def pots(
 @get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
 async def commission(
     request: Request[Any, Any, Any],
-    by: Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"] = "day",
-    since: str | None = None,
-    until: str | None = None,
+    by: FromQuery[
+        Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
+    ] = "day",
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
 ) -> Any:
     """Commission of settled pots by day, tier or variant (or two of them)."""
     await require(request, "finance")
@@ -192,9 +200,9 @@ async def commission(
 @get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
 async def statement(
     request: Request[Any, Any, Any],
-    player: str,
-    since: str | None = None,
-    until: str | None = None,
+    player: FromPath[str],
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
 ) -> Any:
     await require(request, "finance")
     if not msgspec_ok_player(player):
@@ -254,10 +262,10 @@ def _is_number(text: str) -> bool:
 )
 async def export_csv(
     request: Request[Any, Any, Any],
-    report: Literal["pots", "commission", "journal", "trial-balance", "statement"],
-    player: str | None = None,
-    since: str | None = None,
-    until: str | None = None,
+    report: FromPath[Literal["pots", "commission", "journal", "trial-balance", "statement"]],
+    player: FromQuery[str | None] = None,
+    since: FromQuery[str | None] = None,
+    until: FromQuery[str | None] = None,
 ) -> Response[str]:
     """CSV export of a finance report."""
     await require(request, "finance")

@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from litestar import Request, WebSocket, get, post, websocket
 from litestar.exceptions import WebSocketDisconnect
-from litestar.params import Parameter
+from litestar.params import FromPath, JSONBody, Parameter
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -221,7 +221,7 @@ async def chat_phrases() -> ChatList:
 
 
 @get("/api/matches/{match_id:str}", tags=["table"], responses=READ_ERRORS)
-async def match_view(request: Request[Any, Any, Any], match_id: str) -> SeatSnapshot:
+async def match_view(request: Request[Any, Any, Any], match_id: FromPath[str]) -> SeatSnapshot:
     """Your seat's view: your tiles, legal actions, the public table; nobody else's tiles."""
     session = await require(request, "player")
     _check_match_id(match_id)
@@ -234,7 +234,7 @@ async def match_view(request: Request[Any, Any, Any], match_id: str) -> SeatSnap
     "/api/matches/{match_id:str}/actions", status_code=200, tags=["table"], responses=WRITE_ERRORS
 )
 async def match_action(
-    request: Request[Any, Any, Any], match_id: str, data: ActionRequest
+    request: Request[Any, Any, Any], match_id: FromPath[str], data: JSONBody[ActionRequest]
 ) -> ActionAccepted:
     """Act at your seat; `seq` is the match seq your decision was made against (409 if stale)."""
     session = await require(request, "player")
@@ -247,7 +247,7 @@ async def match_action(
 @get("/api/matches/{match_id:str}/events", tags=["table"], responses=READ_ERRORS)
 async def match_events(
     request: Request[Any, Any, Any],
-    match_id: str,
+    match_id: FromPath[str],
     after: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
     wait_ms: Annotated[int, Parameter(ge=0, le=LONG_POLL_MS)] = 0,
 ) -> EventPage:
@@ -269,7 +269,7 @@ async def match_events(
 @get("/api/matches/{match_id:str}/chat", tags=["table"], responses=READ_ERRORS)
 async def match_chat(
     request: Request[Any, Any, Any],
-    match_id: str,
+    match_id: FromPath[str],
     after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
 ) -> list[ChatMessage]:
     session = await require(request, "player")
@@ -280,7 +280,7 @@ async def match_chat(
 
 @post("/api/matches/{match_id:str}/chat", status_code=200, tags=["table"], responses=WRITE_ERRORS)
 async def send_chat(
-    request: Request[Any, Any, Any], match_id: str, data: ChatRequest
+    request: Request[Any, Any, Any], match_id: FromPath[str], data: JSONBody[ChatRequest]
 ) -> ChatMessage:
     session = await require(request, "player")
     _check_match_id(match_id)
@@ -482,7 +482,7 @@ def _origin_ok(socket: WebSocket[Any, Any, Any]) -> bool:
 
 
 @websocket("/api/matches/{match_id:str}/ws")
-async def table_socket(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
+async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]) -> None:
     """The live table (see the module docstring for the frames)."""
     await socket.accept()
     try:

@@ -1,14 +1,20 @@
 """Matchmaking throughput: players seated at tables that fill and start, end to end.
 
 Everything runs on this machine: an embedded PostgreSQL in a temporary folder, the ledger
-service and the matchmaking service each in its own uvicorn process (real HTTP on loopback,
-service credentials), a stand-in engine inside the matchmaking process (it acknowledges
-CreateMatch; the real engine's cost is measured by its own benchmark), and the clients here.
-Each client loops on quick joins at paid tiers; every join places a real ledger hold, and
-every full table moves its holds into a pot in one ledger call and is handed to the engine.
+service, the matchmaking service and a stand-in engine (it acknowledges CreateMatch; the real
+engine's cost is measured by its own benchmark), each in its own uvicorn process (real HTTP on
+loopback, service credentials), and the clients here, which call matchmaking the way the
+gateway does (`InternalClient`). Each client loops on quick joins at paid tiers; every join
+places a real ledger hold, and every full table moves its holds into a pot in one ledger call
+and is handed to the engine.
+
+Baseline, measured in the same run just before: the same clients placing ledger holds directly
+(`POST /v1/holds`), the one ledger call every paid seat needs; `ratio_to_holds` is seated
+players/s over holds/s.
 
 Reported: seated players per second counting only players at tables that filled and started,
-join latency p50/p99, errors. Results: bench/results/matchmaking.json.
+join latency p50/p99, errors, CPU per join of each process. Results:
+bench/results/matchmaking.json.
 """
 
 from __future__ import annotations
@@ -21,25 +27,31 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import httpx
+import msgspec
 import psutil
-from litestar import Litestar, post
+from litestar import Litestar, get, post
 from litestar.params import JSONBody
 
 from bench.common import percentile, write_result
-from services.common.auth import header_value
+from services.common.config import load_settings
 from services.common.embedded_pg import EmbeddedPostgres, free_port
+from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.common.migrate import upgrade
 from services.engine.contract import CreateMatch, MatchCreated
+from services.ledger.contract import EntryResult, HoldRequest
+from services.matchmaking.contract import JoinResult, QuickJoin, Tier
 
 SECONDS = float(os.environ.get("BENCH_MATCHMAKING_SECONDS", "5"))
 CLIENTS = int(os.environ.get("BENCH_MATCHMAKING_CLIENTS", "48"))
-PLAYERS = int(os.environ.get("BENCH_MATCHMAKING_PLAYERS", "20000"))
-KINDS = [
+PLAYERS = int(os.environ.get("BENCH_MATCHMAKING_PLAYERS", "8000"))
+BASELINE_SECONDS = float(os.environ.get("BENCH_MATCHMAKING_BASELINE_SECONDS", "3"))
+KINDS: list[tuple[str, Tier]] = [
     ("apuesta-parejas", "10"),
     ("apuesta-1v1", "20"),
     ("apuesta-trios", "40"),
@@ -62,15 +74,23 @@ def ledger_app() -> Any:
 
 
 def matchmaking_app() -> Any:
-    """The matchmaking app with an in-process stand-in engine that acknowledges every match."""
     from services.common.config import load_settings
     from services.common.logging import configure_logging
     from services.matchmaking.app import create_app
 
     settings = load_settings()
     configure_logging("matchmaking", settings.log_format, settings.log_level)
-    engine = Litestar([_create_match])
-    return create_app(settings, engine_transport=httpx.ASGITransport(app=engine), pool_size=20)
+    return create_app(settings, pool_size=20)
+
+
+def engine_app() -> Any:
+    """The stand-in engine: acknowledges every match."""
+    return Litestar([_create_match, _health])
+
+
+@get("/health")
+async def _health() -> dict[str, str]:
+    return {"status": "ok"}
 
 
 @post("/internal/matches", status_code=200)
@@ -91,50 +111,101 @@ async def _fund(url: str) -> None:
         await conn.close()
 
 
-async def _run(base: str, secret: bytes) -> dict[str, Any]:
-    auth = header_value(secret, "gateway", ttl_s=600)
+def _client(base: str, secret: bytes, caller: str) -> InternalClient:
+    settings = load_settings({"MESA_INTERNAL_SECRET": secret.hex(), "MESA_VAR_DIR": "var"})
+    return InternalClient(base, settings, caller, max_connections=CLIENTS)
+
+
+async def _drive(
+    seconds: float, call: Callable[[int, int], Awaitable[None]]
+) -> tuple[float, list[float], list[str]]:
+    """CLIENTS loops calling `call(client, i)` for `seconds`: elapsed, latencies, errors."""
     latencies: list[float] = []
     errors: list[str] = []
-    next_player = [0]
-    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as http:
-        await asyncio.gather(*(http.get("/health") for _ in range(CLIENTS)))
-        stop_at = time.perf_counter() + SECONDS
+    stop_at = time.perf_counter() + seconds
 
-        async def client(n: int) -> None:
-            i = 0
-            while time.perf_counter() < stop_at:
-                i += 1
-                player = next_player[0] % PLAYERS
-                next_player[0] += 1
-                kind, tier = KINDS[(n + i) % len(KINDS)]
-                body = {
-                    "idempotency_key": f"b-{n}-{i}",
-                    "player_id": f"mp{player}",
-                    "kind": kind,
-                    "tier": tier,
-                }
-                started = time.perf_counter()
-                response = await http.post(
-                    "/v1/join/quick", json=body, headers={"Authorization": auth}
-                )
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200:
-                    errors.append(f"{response.status_code} {response.text[:200]}")
+    async def client(n: int) -> None:
+        i = 0
+        while time.perf_counter() < stop_at:
+            i += 1
+            started = time.perf_counter()
+            try:
+                await call(n, i)
+            except (RemoteError, ServiceUnavailable) as exc:
+                errors.append(str(exc)[:200])
+            latencies.append(time.perf_counter() - started)
 
-        began = time.perf_counter()
-        await asyncio.gather(*(client(n) for n in range(CLIENTS)))
-        elapsed = time.perf_counter() - began
+    began = time.perf_counter()
+    await asyncio.gather(*(client(n) for n in range(CLIENTS)))
+    elapsed = time.perf_counter() - began
     latencies.sort()
+    return elapsed, latencies, errors
+
+
+def _summary(elapsed: float, latencies: list[float], errors: list[str]) -> dict[str, Any]:
     return {
         "elapsed_s": elapsed,
-        "joins": len(latencies),
-        "joins_per_s": round(len(latencies) / elapsed, 1),
+        "operations": len(latencies),
+        "per_s": round(len(latencies) / elapsed, 1),
         "p50_ms": round(percentile(latencies, 0.50) * 1000, 2),
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 2),
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
     }
+
+
+async def _baseline(ledger_base: str, secret: bytes) -> dict[str, Any]:
+    """Ledger holds placed directly by the same clients: one per paid seat, nothing else."""
+    ledger = _client(ledger_base, secret, "matchmaking")
+    # Players from the top of the funded range, so the joins that follow start fresh.
+    next_player = [PLAYERS - 1]
+
+    async def hold(n: int, i: int) -> None:
+        player = f"mp{next_player[0] % PLAYERS}"
+        next_player[0] -= 1
+        rid = f"bench-{n}-{i}"
+        await ledger.post(
+            "/v1/holds",
+            HoldRequest(
+                idempotency_key=f"bh-{rid}",
+                player=player,
+                reservation_id=rid,
+                amount=1000,
+                table_id="bench",
+                currency="USD",
+            ),
+            EntryResult,
+        )
+
+    try:
+        await asyncio.gather(*(ledger.get("/health", _Health) for _ in range(CLIENTS)))
+        return _summary(*await _drive(BASELINE_SECONDS, hold))
+    finally:
+        await ledger.aclose()
+
+
+async def _run(base: str, secret: bytes) -> dict[str, Any]:
+    mm = _client(base, secret, "gateway")
+    next_player = [0]
+
+    async def join(n: int, i: int) -> None:
+        player = next_player[0] % PLAYERS
+        next_player[0] += 1
+        kind, tier = KINDS[(n + i) % len(KINDS)]
+        body = QuickJoin(
+            idempotency_key=f"b-{n}-{i}", player_id=f"mp{player}", kind=kind, tier=tier
+        )
+        await mm.post("/v1/join/quick", body, JoinResult)
+
+    try:
+        await asyncio.gather(*(mm.get("/health", _Health) for _ in range(CLIENTS)))
+        return _summary(*await _drive(SECONDS, join))
+    finally:
+        await mm.aclose()
+
+
+class _Health(msgspec.Struct):
+    pass
 
 
 async def _count(url: str) -> dict[str, int]:
@@ -145,9 +216,10 @@ async def _count(url: str) -> dict[str, int]:
             "FROM matchmaking.tables WHERE status = 'playing'"
         )
         pots = await conn.fetchval("SELECT count(*) FROM ledger.pots")
+        # Matchmaking's own holds (reservation ids 'r-...'), not the baseline's.
         holds = await conn.fetchval(
             "SELECT count(*) FROM ledger.accounts WHERE kind = 'hold' AND closed_at IS NULL "
-            "AND balance > 0"
+            "AND balance > 0 AND reservation_id LIKE 'r-%'"
         )
         seated = await conn.fetchval(
             "SELECT count(*) FROM matchmaking.reservations WHERE status = 'seated'"
@@ -196,6 +268,17 @@ def _wait(base: str) -> None:
     raise RuntimeError(f"{base} did not start")
 
 
+def _pg_cpu_s(server: EmbeddedPostgres) -> float:
+    """User + system CPU seconds of the PostgreSQL server and its backends."""
+    if server.process is None:
+        return 0.0
+    return _cpu_s(server.process)
+
+
+def _per_join(seconds: float, joins: int) -> float:
+    return round(seconds * 1000 / max(1, joins), 2)
+
+
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-mm-"))
     server = EmbeddedPostgres(tmp / "pg", free_port())
@@ -207,7 +290,7 @@ def main() -> dict[str, Any]:
         upgrade(url, ["ledger", "matchmaking"])
         asyncio.run(_fund(url))
         secret = secrets.token_bytes(32)
-        ledger_port, mm_port = free_port(), free_port()
+        ledger_port, mm_port, engine_port = free_port(), free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")} | {
             "MESA_DATABASE_URL": url,
             "MESA_INTERNAL_SECRET": secret.hex(),
@@ -215,32 +298,53 @@ def main() -> dict[str, Any]:
             "MESA_ENV": "test",
             "MESA_VAR_DIR": str(tmp / "var"),
             "MESA_LEDGER_URL": f"http://127.0.0.1:{ledger_port}",
+            "MESA_ENGINE_URL": f"http://127.0.0.1:{engine_port}",
         }
         procs.append(_serve("bench.bench_matchmaking:ledger_app", ledger_port, env))
         procs.append(_serve("bench.bench_matchmaking:matchmaking_app", mm_port, env))
-        _wait(f"http://127.0.0.1:{ledger_port}")
+        procs.append(_serve("bench.bench_matchmaking:engine_app", engine_port, env))
+        ledger_base = f"http://127.0.0.1:{ledger_port}"
         base = f"http://127.0.0.1:{mm_port}"
-        _wait(base)
+        for b in (ledger_base, base, f"http://127.0.0.1:{engine_port}"):
+            _wait(b)
+        baseline = asyncio.run(_baseline(ledger_base, secret))
+        baseline.pop("elapsed_s")
+        me = psutil.Process()
         cpu_before = [_cpu_s(p) for p in procs]
+        pg_before, me_before = _pg_cpu_s(server), sum(me.cpu_times()[:2])
         run = asyncio.run(_run(base, secret))
         cpu_used = [round(_cpu_s(p) - b, 2) for p, b in zip(procs, cpu_before, strict=True)]
+        pg_used = round(_pg_cpu_s(server) - pg_before, 2)
+        me_used = round(sum(me.cpu_times()[:2]) - me_before, 2)
+        load = round(os.getloadavg()[0], 2)
         counts = asyncio.run(_count(url))
         seated_per_s = counts["players_at_started_tables"] / run.pop("elapsed_s")
+        joins = run["operations"]
         results: dict[str, Any] = {
             "clients": CLIENTS,
             "seconds": SECONDS,
             "kinds": [f"{k}@{t}" for k, t in KINDS],
-            **run,
+            "joins": joins,
+            "joins_per_s": run["per_s"],
+            "p50_ms": run["p50_ms"],
+            "p99_ms": run["p99_ms"],
+            "errors": run["errors"],
+            "first_error": run["first_error"],
             **counts,
             "seated_at_full_tables_per_s": round(seated_per_s, 1),
             "target_seated_per_s": TARGET_SEATED_PER_S,
             "meets_target": seated_per_s >= TARGET_SEATED_PER_S,
+            "baseline_ledger_holds": baseline,
+            "ratio_to_holds": round(seated_per_s / max(1e-9, baseline["per_s"]), 3),
             "cpus": os.cpu_count(),
-            "load_average_1m": round(os.getloadavg()[0], 2),
-            "cpu_s_ledger": cpu_used[0],
-            "cpu_s_matchmaking": cpu_used[1],
-            "cpu_ms_per_join_ledger": round(cpu_used[0] * 1000 / max(1, run["joins"]), 2),
-            "cpu_ms_per_join_matchmaking": round(cpu_used[1] * 1000 / max(1, run["joins"]), 2),
+            "load_average_1m": load,
+            "cpu_ms_per_join": {
+                "matchmaking": _per_join(cpu_used[1], joins),
+                "ledger": _per_join(cpu_used[0], joins),
+                "engine_stand_in": _per_join(cpu_used[2], joins),
+                "postgres": _per_join(pg_used, joins),
+                "clients": _per_join(me_used, joins),
+            },
         }
         write_result("matchmaking", results)
         return results

@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,9 +53,58 @@ from bench.sim import (
     wait_settled,
 )
 from services.common.db import asyncpg_dsn
+from services.common.embedded_pg import free_port
 from services.engine.store import LOCK_NAMESPACE
 
 DEFAULT_VICTIMS = ("engine", "matchmaking", "ledger", "gateway", "postgres")
+REDIS_READY = "Ready to accept connections"
+
+
+class RedisProcess:
+    """`--redis`: a real redis-server on a free loopback port for the gateways' table feed.
+
+    Nobody supervises it: as a victim it is killed and started again here, on the same port.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            raise SimError("--redis needs redis-server (apt-get install redis-server)")
+        self.exe = exe
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        log_path = self.folder / "redis.log"
+        seen = log_path.stat().st_size if log_path.exists() else 0  # earlier starts' lines
+        proc = subprocess.Popen(
+            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+             "--save", "", "--appendonly", "no", "--logfile", str(log_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        self.proc = proc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:  # no event to await: its log file is polled
+            if log_path.exists():
+                with open(log_path, "rb") as f:
+                    f.seek(seen)
+                    if REDIS_READY.encode() in f.read():
+                        return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise SimError("redis-server did not start")
+
+    def kill(self) -> int | None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return None
+        proc.kill()
+        proc.wait(10)
+        return proc.pid
 
 
 async def _healthy(urls: list[str], timeout_s: float) -> bool:
@@ -145,13 +196,25 @@ async def _takeover(
 
 
 async def kill_and_recover(
-    platform: Platform, victim: str, stats: Stats, recover_s: float
+    platform: Platform,
+    victim: str,
+    stats: Stats,
+    recover_s: float,
+    redis: RedisProcess | None = None,
 ) -> dict[str, Any]:
     """SIGKILL one process; time until every service is healthy and actions flow again.
 
     An engine replica (more than one engine): also the time until its live matches have been
     taken over (`takeover`).
     """
+    if victim == "redis":
+        if redis is None:
+            raise SimError("the redis victim needs --redis")
+        acks_before = stats.actions_total
+        killed_at = time.monotonic()
+        pid = redis.kill()
+        redis.start()  # what a Redis operator or a managed Redis would do
+        return await _recovered(platform, victim, pid, stats, recover_s, acks_before, killed_at)
     if victim == "postgres":
         pid = platform.postmaster_pid()
     else:
@@ -185,6 +248,21 @@ async def kill_and_recover(
             await conn.close()
     # Let the supervisor notice before asking for health (it polls every 0.25 s).
     await asyncio.sleep(1.0 if victim != "postgres" else 2.0)
+    outcome = await _recovered(platform, victim, pid, stats, recover_s, acks_before, killed_at)
+    if takeover is not None:
+        outcome["takeover"] = takeover
+    return outcome
+
+
+async def _recovered(
+    platform: Platform,
+    victim: str,
+    pid: int | None,
+    stats: Stats,
+    recover_s: float,
+    acks_before: int,
+    killed_at: float,
+) -> dict[str, Any]:
     healthy = await _healthy(service_urls(platform), recover_s)
     healthy_at = time.monotonic()
     flowing_at = None
@@ -202,7 +280,6 @@ async def kill_and_recover(
         "actions_acked_again_after_s": (
             round(flowing_at - killed_at, 2) if flowing_at is not None else None
         ),
-        **({"takeover": takeover} if takeover is not None else {}),
     }
 
 
@@ -215,7 +292,13 @@ def kills_ok(kills: list[dict[str, Any]]) -> bool:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-chaos-"))
-    platform = Platform(var_dir, engines=args.engines, gateways=args.gateways)
+    redis: RedisProcess | None = None
+    extra_env: dict[str, str] = {}
+    if args.redis:
+        redis = RedisProcess(var_dir / "redis")
+        redis.start()
+        extra_env["MESA_REDIS_URL"] = redis.url
+    platform = Platform(var_dir, engines=args.engines, gateways=args.gateways, extra_env=extra_env)
     t_start = time.monotonic()
     platform.start()
     print(f"chaos: platform up in {time.monotonic() - t_start:.1f} s ({var_dir})", flush=True)
@@ -245,7 +328,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.warmup_s)
             for victim in args.victims.split(","):
                 print(f"chaos: kill -9 {victim}", flush=True)
-                outcome = await kill_and_recover(platform, victim, stats, args.recover_s)
+                outcome = await kill_and_recover(platform, victim, stats, args.recover_s, redis)
                 print(f"chaos:   {outcome}", flush=True)
                 kills.append(outcome)
                 await asyncio.sleep(args.gap_s)
@@ -274,6 +357,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "tables": args.tables,
             "engines": args.engines,
             "gateways": args.gateways,
+            "feed_backend": "redis" if redis is not None else "postgres",
             "kills": kills,
             "service_restarts_seen": restarts,
             "postgres_restarts_seen": pg_restarts,
@@ -292,6 +376,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         }
     finally:
         platform.stop()
+        if redis is not None:
+            redis.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,7 +386,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", type=int, default=2, help="engine replicas (1..4)")
     parser.add_argument("--gateways", type=int, default=2, help="gateway replicas (1..4)")
     parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
-    parser.add_argument("--victims", default=",".join(DEFAULT_VICTIMS))
+    parser.add_argument(
+        "--victims",
+        default=None,
+        help=f"default {','.join(DEFAULT_VICTIMS)} (and redis with --redis)",
+    )
+    parser.add_argument(
+        "--redis", action="store_true", help="gateways' table feed on a local redis-server"
+    )
     parser.add_argument("--warmup-s", type=float, default=8.0)
     parser.add_argument("--gap-s", type=float, default=4.0, help="pause between kills")
     parser.add_argument("--recover-s", type=float, default=60.0)
@@ -313,7 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tables must be within 1..500")
     if not 1 <= args.engines <= 4 or not 1 <= args.gateways <= 4:
         parser.error("--engines and --gateways must be within 1..4")
-    unknown = set(args.victims.split(",")) - set(DEFAULT_VICTIMS)
+    if args.victims is None:
+        args.victims = ",".join(DEFAULT_VICTIMS + (("redis",) if args.redis else ()))
+    unknown = set(args.victims.split(",")) - set(DEFAULT_VICTIMS) - {"redis"}
+    if "redis" in args.victims.split(",") and not args.redis:
+        parser.error("the redis victim needs --redis")
     if unknown:
         parser.error(f"unknown victims: {sorted(unknown)}")
     try:

@@ -496,8 +496,9 @@ class Seat:
         deal = str(view["state"].get("deal_id"))
         kind = first["type"]
         if kind == "seed_commit":
-            seed = f"{self.player.name}-{secrets.token_hex(8)}"
-            self.seeds[deal] = seed
+            # One seed per deal, also when the commit is sent again (a lost ack after a crash
+            # may hide that the first one was recorded): the reveal must match what was logged.
+            seed = self.seeds.setdefault(deal, f"{self.player.name}-{secrets.token_hex(8)}")
             return {"type": "seed_commit", "commitment": hashlib.sha256(seed.encode()).hexdigest()}
         if kind == "seed_reveal":
             return {"type": "seed_reveal", "seed": self.seeds.get(deal, "")}

@@ -66,11 +66,18 @@ def link(previous: bytes, digest: bytes) -> bytes:
     return hashlib.sha256(previous + digest).digest()
 
 
+# Each entry with what its canonical form needs, the postings already as their compact JSON
+# array (numbers and a [A-Z]{3} currency: the same bytes msgspec writes, see `row_canonical`),
+# so hashing an entry in Python is one encode and two SHA-256s (it was ~60 us per entry, on the
+# ledger service's event loop).
 _ENTRIES_SQL = """
-SELECT e.id, e.kind, e.idempotency_key, e.match_id, e.reference, e.created_at, e.request_hash,
-       coalesce(array_agg(ARRAY[p.leg::text, p.account_id::text, p.amount::text, p.currency::text,
-                                p.balance_after::text, p.version_after::text]
-                          ORDER BY p.leg) FILTER (WHERE p.leg IS NOT NULL), '{}') AS postings
+SELECT e.id, e.kind, e.idempotency_key, e.match_id, e.reference,
+       (extract(epoch FROM e.created_at) * 1000000)::bigint AS created_us,
+       encode(e.request_hash, 'hex') AS request_hash_hex,
+       '[' || coalesce(string_agg(
+         '[' || p.leg || ',' || p.account_id || ',' || p.amount || ','
+             || to_json(p.currency::text)::text || ',' || p.balance_after || ','
+             || p.version_after || ']', ',' ORDER BY p.leg), '') || ']' AS postings_json
 FROM ledger.entries e
 LEFT JOIN ledger.postings p ON p.entry_id = e.id
 WHERE e.id > $1 AND e.id <= $2
@@ -80,11 +87,25 @@ LIMIT $3
 """
 
 
-def _postings_of(row: asyncpg.Record) -> list[tuple[Any, ...]]:
-    out: list[tuple[Any, ...]] = []
-    for leg, account, amount, currency, balance, version in row["postings"] or []:
-        out.append((int(leg), int(account), int(amount), currency, int(balance), int(version)))
-    return out
+def row_canonical(row: Any) -> bytes:
+    """`canonical_entry` of a row of `_ENTRIES_SQL` (tested equal to it)."""
+    return msgspec.json.encode(
+        [
+            FORMAT,
+            row["id"],
+            row["kind"],
+            row["idempotency_key"],
+            row["match_id"],
+            row["reference"],
+            row["created_us"],
+            row["request_hash_hex"],
+            msgspec.Raw(row["postings_json"].encode()),
+        ]
+    )
+
+
+def row_hash(row: Any) -> bytes:
+    return hashlib.sha256(row_canonical(row)).digest()
 
 
 async def _horizon(conn: asyncpg.Connection) -> int:
@@ -119,7 +140,7 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
                 break
             links: list[tuple[int, bytes, bytes]] = []
             for row in rows:
-                digest = entry_hash(dict(row), _postings_of(row))
+                digest = row_hash(row)
                 previous = link(previous, digest)
                 links.append((int(row["id"]), digest, previous))
             async with conn.transaction():
@@ -206,7 +227,7 @@ async def verify(conn: asyncpg.Connection) -> ChainReport:
                 continue
             if eid not in links:
                 return fail(eid, f"entry {eid} is not in the chain (inserted after sealing?)")
-            digest = entry_hash(dict(row), _postings_of(row))
+            digest = row_hash(row)
             stored_digest, stored_chain = links[eid]
             if digest != stored_digest:
                 return fail(eid, f"entry {eid}: content does not match its sealed hash")

@@ -108,3 +108,31 @@ async def test_reconcile_names_a_planted_balance(
         assert "account external:cashier: balance" in out
     finally:
         await admin.close()
+
+
+async def test_sealer_canonical_form_is_the_documented_one(ledger: Ledger, url: str) -> None:
+    """The sealer hashes rows whose postings PostgreSQL already wrote as JSON; its bytes must
+    be exactly `canonical_entry` of the stored row (awkward strings included)."""
+    await funded(ledger, "cr_json", 5_000)
+    await funded(ledger, "cr_json2", 5_000)
+    await ledger.deposit(key('q"\\é\u2028'), "cr_json", 7, "USD", 'ref "quoted" \\ ñ \n\t')
+    await seated_match(ledger, "cr-json-m", ["cr_json", "cr_json2"], 33)
+    admin = await superuser(url)
+    try:
+        rows = await admin.fetch(chain._ENTRIES_SQL, 0, 1 << 62, 10_000)
+        assert rows
+        for row in rows:
+            entry = dict(
+                await admin.fetchrow("SELECT * FROM ledger.entries WHERE id = $1", row["id"])
+            )
+            postings = [
+                tuple(p)
+                for p in await admin.fetch(
+                    "SELECT leg, account_id, amount, currency, balance_after, version_after "
+                    "FROM ledger.postings WHERE entry_id = $1",
+                    row["id"],
+                )
+            ]
+            assert chain.row_canonical(row) == chain.canonical_entry(entry, postings)
+    finally:
+        await admin.close()

@@ -1,18 +1,18 @@
 """Matchmaking core: seat reservations in PostgreSQL, stakes through the ledger, matches in the engine.
 
 Consistency rules (see docs/matchmaking.md):
-- A table row is locked (`FOR UPDATE`) before any of its seats change, and partial unique
-  indexes allow one live reservation per seat and per player at a table: never overfilled,
-  never a player twice.
-- Money calls happen outside database transactions in two steps: a seat is reserved as
-  'pending' (tx 1), the ledger hold is placed with an idempotency key derived from the
-  reservation id, then the seat is marked 'seated' (tx 2). Leaving marks the seat
-  'releasing' (the seat is free at once), releases the hold, then marks it 'released'.
-  A crash between the steps leaves a 'pending' or 'releasing' row that the sweeper repairs by
-  repeating the idempotent ledger call.
-- The last seat filling marks the table 'starting' with a match id; one ledger call moves
-  every hold into the pot (all or nothing); then 'started' and the engine creates the match
-  ('playing'). A refused pot move drops the offending seat and the table waits again.
+- Each step is one call of a `matchmaking.*` function (mm0004-mm0006): one round trip, one
+  commit. A table row is locked (`FOR UPDATE`, quick join `SKIP LOCKED`) before any of its
+  seats change, and partial unique indexes allow one live reservation per seat and per player
+  at a table: never overfilled, never a player twice.
+- Money calls happen outside database transactions: `join` reserves the seat 'pending', the
+  ledger hold is placed with an idempotency key derived from the reservation id, `confirm`
+  marks it 'seated'. Leaving marks the seat 'releasing' (free at once), releases the hold,
+  then marks it 'released'. A crash between steps leaves a 'pending' or 'releasing' row that
+  the sweeper repairs by repeating the idempotent ledger call.
+- The confirm that fills the table marks it 'starting' with a match id; one ledger call moves
+  every hold into the pot (all or nothing); the engine creates the match; `mark_started`
+  makes it 'playing'. A refused pot move drops the offending seat and the table waits again.
 """
 
 from __future__ import annotations

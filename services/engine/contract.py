@@ -121,9 +121,7 @@ class SubmitAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class ActionAccepted(msgspec.Struct, frozen=True):
     match_id: str
-    # The match's seq after the action and the bot moves and timeouts it made due; a new
-    # deal it made due is opened right after the reply (reads see it: they queue behind).
-    seq: int
+    seq: int  # the match's seq after the action (and any automatic steps it caused)
 
 
 # ------------------------------------------------------------------------------ views

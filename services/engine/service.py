@@ -134,9 +134,7 @@ class MatchActor:
         data = msgspec.json.encode(rec)
         await self.engine.store.append(m.spec.match_id, m.log_no, m.seq + 1, data)
         m.apply(rec)
-        # The fairness records the record queued (a commitment, a result, a void) are sent by
-        # `_steps`, which runs before anything else the match does; so the reply to an action
-        # that ends a hand does not wait for the transparency log.
+        await self._flush_outbox()
         self.changed.set()
         self.changed = asyncio.Event()
 
@@ -151,22 +149,18 @@ class MatchActor:
                 return  # retried after the next record
             m.outbox.pop(0)
 
-    async def _steps(self, *, deals: bool = True) -> None:
-        """Every step due (bots, timeouts, and with `deals` a new committed draw), each after
-        the fairness records before it are logged."""
+    async def _steps(self) -> None:
         m = self.match
-        for _ in range(MAX_AUTO_STEPS):
+        if m.outbox:
+            await self._flush_outbox()
             if m.outbox:
-                await self._flush_outbox()
-                if m.outbox:
-                    return  # no deadline runs past a commitment that is not yet logged
+                return  # no deadline runs past a commitment that is not yet logged
+        for _ in range(MAX_AUTO_STEPS):
             now = self.engine.clock.now_ms()
             rec = m.due_step(now)
             if rec is not None:
                 await self.persist(rec)
                 continue
-            if not deals:
-                return
             purpose = m.needs_deal()
             if purpose is not None:
                 await self._open(purpose, now)
@@ -435,12 +429,7 @@ class Engine:
                 m.check_claim_time(body.seat, self.clock.now_ms())
             await actor.persist(rec)
             ACTIONS.inc()
-            if not m.outbox:
-                # Bot moves and timeouts the action made due are in the reply's seq. An
-                # action that ended a hand (fairness records to log, a new deal to sign and
-                # persist) is acknowledged at once: the actor does that work right after the
-                # reply, before it takes the next request of this match.
-                await actor._steps(deals=False)
+            await actor._steps()
             return ActionAccepted(match_id=match_id, seq=m.seq)
 
         return await actor.call(run)

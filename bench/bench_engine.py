@@ -2,7 +2,8 @@
 log + NOTIFY) and publishes, with many concurrent matches; p50/p99 latency of an action.
 
 Runs the Engine in-process (no HTTP layer) against embedded PostgreSQL, with the real event
-log and an in-memory fairness log (the transparency log's cost is per deal, not per action).
+log and, as in production, the PostgreSQL transparency log (every deal's commitment and result
+are appended to it; BENCH_ENGINE_FAIRNESS=memory keeps them in a list instead).
 
 Besides the action latency it reports where the time goes, for the paced run: the wait for
 the event log commit (`persist_ms`), garbage-collector pauses, event-loop lag (how late a 5 ms
@@ -27,6 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bench.common import percentile, write_result
 from fairness.keys import OperatorKey
 from services.common.app import freeze_startup_heap
+from services.common.db import create_engine
 from services.common.errors import ServiceError
 from services.engine import rules as R
 from services.engine.clock import RealClock
@@ -38,7 +40,7 @@ from services.engine.contract import (
     SeedRevealAction,
     SubmitAction,
 )
-from services.engine.ports import MemoryFairnessLog, MemoryLedger
+from services.engine.ports import MemoryFairnessLog, MemoryLedger, PgFairnessLog
 from services.engine.service import Engine
 from services.engine.store import Store
 
@@ -47,6 +49,7 @@ DURATION_S = float(os.environ.get("BENCH_ENGINE_SECONDS", "10"))
 # The target load, offered at a steady pace: PACED_MATCHES matches sharing the rate.
 PACED_RATE_PER_S = float(os.environ.get("BENCH_ENGINE_RATE", "2000"))
 PACED_MATCHES = int(os.environ.get("BENCH_ENGINE_PACED_MATCHES", "400"))
+FAIRNESS = os.environ.get("BENCH_ENGINE_FAIRNESS", "pg")
 # BENCH_ENGINE_PACED_ONLY=1: only the floor and the paced run (quick before/after checks).
 PACED_ONLY = os.environ.get("BENCH_ENGINE_PACED_ONLY", "") == "1"
 FLOOR_COMMITS = 1_000
@@ -211,7 +214,12 @@ async def _run_probed(
     store = _TimedStore(url, pool_size=8)
     await store.start()
     key = OperatorKey(Ed25519PrivateKey.generate())
-    engine = Engine(store, RealClock(), key, MemoryFairnessLog(), MemoryLedger())
+    db = create_engine(url, application_name="mesa-bench-engine")
+    fairness: Any = MemoryFairnessLog()
+    if FAIRNESS == "pg":
+        fairness = PgFairnessLog(db, key)
+        await fairness.start()
+    engine = Engine(store, RealClock(), key, fairness, MemoryLedger())
     await engine.start(scan=False)
     freeze_startup_heap()  # as the service does once it has started
     latencies: list[float] = []
@@ -251,6 +259,9 @@ async def _run_probed(
     elapsed = measured_s
     await engine.stop()
     await store.stop()
+    if isinstance(fairness, PgFairnessLog):
+        await fairness.aclose()
+    await db.dispose()
     gc.unfreeze()  # the next run starts from the same heap
     lat = sorted(latencies)
     return {
@@ -281,7 +292,7 @@ def main() -> dict[str, Any]:
         server.start()
         url = server.url("postgres")
     try:
-        upgrade(url, ["engine"])
+        upgrade(url, ["fairness", "engine"])
         # The service runs under uvicorn, which uses uvloop when installed: measure the same.
         try:
             import uvloop
@@ -300,6 +311,7 @@ def main() -> dict[str, Any]:
         print(f"paced: {paced}", flush=True)
         result = {
             "event_loop": loop_name,
+            "fairness_log": FAIRNESS,
             "saturated": saturated,
             "paced": paced,
             "floor_commit": floor,

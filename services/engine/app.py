@@ -121,6 +121,8 @@ def create_app(
             await engine.store.stop()
             if isinstance(engine.ledger, HttpLedger):
                 await engine.ledger.aclose()
+            if isinstance(engine.fairness, PgFairnessLog):
+                await engine.fairness.aclose()
 
     return create_service_app(
         "engine",

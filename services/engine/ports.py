@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -21,6 +23,10 @@ CHECKPOINT_INTERVAL_S = 10.0
 # A hand still in play has a commitment without a result; only older ones are orphans.
 ORPHAN_AGE = timedelta(hours=6)
 ORPHAN_SCAN_INTERVAL_S = 60.0
+# Appends of every match share one writer: the log serializes appends on its head row, so one
+# transaction carrying many records (one head update, one commit) beats many in a queue.
+MAX_FAIRNESS_BATCH = 64
+MAX_PENDING_FAIRNESS = 10_000
 
 
 class FairnessLog(Protocol):
@@ -37,15 +43,69 @@ class Ledger(Protocol):
     async def void(self, match_id: str, reason: str) -> None: ...
 
 
+_Pending = tuple[Mapping[str, Any], "asyncio.Future[None]"]
+
+
 class PgFairnessLog:
     def __init__(self, engine: AsyncEngine, key: OperatorKey) -> None:
         self.store = LogStore(engine, key)
         self._orphans_checked_at = float("-inf")
+        self._queue: asyncio.Queue[_Pending] | None = None
+        self._writer: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def start(self) -> None:
         await self.store.register_key()
 
+    async def aclose(self) -> None:
+        if self._writer is not None:
+            self._writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._writer
+        self._writer = None
+
     async def append(self, envelope: Mapping[str, Any]) -> None:
+        """Returns once the record is committed to the log (or the log already holds it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._writer is None or self._writer.done():
+            self._loop = loop
+            self._queue = asyncio.Queue(maxsize=MAX_PENDING_FAIRNESS)
+            self._writer = loop.create_task(self._write_batches(self._queue))
+        if self._queue is None:
+            raise RuntimeError("fairness writer not started")
+        fut: asyncio.Future[None] = loop.create_future()
+        try:
+            self._queue.put_nowait((envelope, fut))
+        except asyncio.QueueFull:
+            raise LogError("transparency log writer overloaded") from None
+        await fut
+
+    async def _write_batches(self, queue: asyncio.Queue[_Pending]) -> None:
+        while True:
+            batch = [await queue.get()]
+            while len(batch) < MAX_FAIRNESS_BATCH and not queue.empty():
+                batch.append(queue.get_nowait())
+            live = [(env, fut) for env, fut in batch if not fut.done()]
+            try:
+                await self.store.append_many([env for env, _ in live])
+            except Exception:
+                # One record refused (most often one the log already holds, re-sent after a
+                # restart) fails the whole transaction: append them one by one instead.
+                for env, fut in live:
+                    try:
+                        await self._append_one(env)
+                    except Exception as exc:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    else:
+                        if not fut.done():
+                            fut.set_result(None)
+                continue
+            for _, fut in live:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def _append_one(self, envelope: Mapping[str, Any]) -> None:
         try:
             await self.store.append(envelope)
         except LogError as exc:

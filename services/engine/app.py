@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Litestar, get, post
 from litestar.datastructures import State
-from litestar.params import JSONBody, Parameter
+from litestar.params import FromPath, JSONBody, Parameter
 
 from fairness.keys import load_operator_key
 from services.common.app import create_service_app
@@ -46,31 +46,31 @@ async def create_match(state: State, data: JSONBody[CreateMatch]) -> MatchCreate
 
 @post("/internal/matches/{match_id:str}/actions", status_code=200)
 async def submit_action(
-    state: State, match_id: str, data: JSONBody[SubmitAction]
+    state: State, match_id: FromPath[str], data: JSONBody[SubmitAction]
 ) -> ActionAccepted:
     return await _engine(state).submit(match_id, data)
 
 
 @get("/internal/matches/{match_id:str}")
-async def match_state(state: State, match_id: str) -> PublicMatchState:
+async def match_state(state: State, match_id: FromPath[str]) -> PublicMatchState:
     return await _engine(state).public_state(match_id)
 
 
 @get("/internal/matches/{match_id:str}/result")
-async def match_result(state: State, match_id: str) -> MatchResult:
+async def match_result(state: State, match_id: FromPath[str]) -> MatchResult:
     return await _engine(state).result(match_id)
 
 
 @get("/internal/matches/{match_id:str}/seats/{seat:int}/view")
-async def seat_view(state: State, match_id: str, seat: int) -> SeatSnapshot:
+async def seat_view(state: State, match_id: FromPath[str], seat: FromPath[int]) -> SeatSnapshot:
     return await _engine(state).snapshot(match_id, seat)
 
 
 @get("/internal/matches/{match_id:str}/seats/{seat:int}/events")
 async def seat_events(
     state: State,
-    match_id: str,
-    seat: int,
+    match_id: FromPath[str],
+    seat: FromPath[int],
     after: int = Parameter(default=0, ge=0),
     wait_ms: int = Parameter(default=0, ge=0, le=MAX_WAIT_MS),
     limit: int = Parameter(default=MAX_EVENTS_PAGE, ge=1, le=MAX_EVENTS_PAGE),
@@ -81,8 +81,8 @@ async def seat_events(
 @get("/internal/matches/{match_id:str}/seats/{seat:int}/feed")
 async def seat_feed(
     state: State,
-    match_id: str,
-    seat: int,
+    match_id: FromPath[str],
+    seat: FromPath[int],
     after: int = Parameter(default=0, ge=0),
     limit: int = Parameter(default=MAX_EVENTS_PAGE, ge=1, le=MAX_EVENTS_PAGE),
 ) -> SeatFeed:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import msgspec
 from litestar import get
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -90,8 +90,8 @@ def _summary(idx: int, data: bytes, closed: bool) -> TranscriptSummary:
 @get("/internal/audit/transcripts")
 async def list_transcripts(
     state: State,
-    match_id: str | None = None,
-    player: str | None = None,
+    match_id: FromQuery[str | None] = None,
+    player: FromQuery[str | None] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_TRANSCRIPTS_PAGE)] = 50,
 ) -> TranscriptList:
     """Finished hands (a result record follows the commitment), newest first."""
@@ -220,7 +220,7 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
 
 
 @get("/internal/audit/transcripts/{deal_id:path}")
-async def transcript(state: State, deal_id: str) -> Any:
+async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     """The hand's transcript (docs/fairness.md section 6), once the hand is over."""
     deal = _deal(deal_id)
     engine = state.get("engine")
@@ -249,7 +249,9 @@ async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> In
 
 
 @get("/internal/audit/proofs/deal/{deal_id:path}")
-async def deal_proof(state: State, deal_id: str, tree_size: Size | None = None) -> InclusionProof:
+async def deal_proof(
+    state: State, deal_id: FromPath[str], tree_size: FromQuery[Size | None] = None
+) -> InclusionProof:
     deal = _deal(deal_id)
     store = _store(state)
     try:

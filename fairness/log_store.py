@@ -1,22 +1,27 @@
 """The transparency log in PostgreSQL (schema `fairness`), async over SQLAlchemy 2 Core.
 
-Append is serialized by `SELECT ... FOR UPDATE` on the single head row, which keeps the
-compact range (frontier): each append costs O(log n) and also stores every perfect subtree it
-completes in `fairness.nodes`, so inclusion and consistency proofs need O(log n) node reads.
+An append is one call of the PL/pgSQL function `fairness.append_leaves` (migration 0002): it
+locks the single head row (`SELECT ... FOR UPDATE`), which keeps the compact range (frontier),
+checks every result/void against its deal's commitment, hashes and inserts the leaves, stores
+every perfect subtree they complete in `fairness.nodes` and moves the head, so the global lock
+is held only inside the database. Each leaf costs O(log n), and inclusion and consistency
+proofs need O(log n) node reads. Signatures are checked here, before the call.
 The application role can only INSERT leaves, nodes, checkpoints and keys (and move the head
 forward); triggers refuse UPDATE, DELETE and TRUNCATE on them for everyone.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from fairness.commitments import (
@@ -30,14 +35,19 @@ from fairness.commitments import (
 )
 from fairness.keys import OperatorKey
 from fairness.merkle import (
-    CompactRange,
     consistency_ranges,
     fold_range,
     inclusion_ranges,
-    leaf_hash,
     perfect_nodes,
 )
 
+APPEND_SQL = (
+    "SELECT out_index, out_size, out_root FROM fairness.append_leaves($1, $2, $3, $4, $5, $6)"
+)
+# The function refuses larger batches too; the engine's writer sends at most 64.
+MAX_APPEND_BATCH = 1024
+# An append waits for the head lock and one commit; far above that means a stuck database.
+APPEND_TIMEOUT_S = 30.0
 CHECKPOINT_LOCK = 0x46414952  # advisory lock key: "FAIR"
 DEFAULT_CHECKPOINT_INTERVAL_S = 5.0
 
@@ -76,6 +86,13 @@ class LogStore:
         self.engine = engine
         self.key = key
         self.origin = origin
+        # keys trusted for signatures: the operator's own, plus those read from fairness.keys
+        # (re-read when a record names an unknown key id)
+        self._keys: dict[str, bytes] = {key.key_id: key.public_raw}
+        self._append_conn: AsyncConnection | None = None
+        self._append_driver: Any = None
+        self._append_lock: asyncio.Lock | None = None
+        self._append_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ keys
 
@@ -110,77 +127,133 @@ class LogStore:
         return (await self.append_many([envelope]))[0]
 
     async def append_many(self, envelopes: Sequence[Mapping[str, Any]]) -> list[Appended]:
-        """Append signed records in one transaction, in order."""
+        """Append signed records in one transaction, in order: one call of
+        `fairness.append_leaves` (one round trip, autocommit), which takes the head row's lock
+        inside the database and releases it at its commit."""
         if not envelopes:
             return []
-        keys = await self._known_keys()
+        if len(envelopes) > MAX_APPEND_BATCH:
+            raise LogError(f"refused: a batch holds at most {MAX_APPEND_BATCH} records")
+        prepared, keys = await self._verified(envelopes)
+        args: tuple[list[Any], ...] = ([], [], [], [], [], [])
+        for kind, record, data in prepared:
+            rotation = kind == "key_rotation"
+            for column, value in zip(
+                args,
+                (
+                    kind,
+                    data,
+                    record.get("deal_id"),
+                    record.get("commitment"),
+                    record["new_key_id"] if rotation else None,
+                    bytes.fromhex(record["new_public_key"]) if rotation else None,
+                ),
+                strict=True,
+            ):
+                column.append(value)
+        try:
+            rows = await self._call_append(args)
+        except asyncpg.UniqueViolationError as exc:
+            raise LogError(f"refused: the deal already has such a record ({exc})") from exc
+        except asyncpg.PostgresError as exc:
+            raise self._refusal(exc, prepared) from exc
+        if len(rows) != len(prepared):
+            raise LogError(f"append returned {len(rows)} rows for {len(prepared)} records")
+        self._keys = keys  # rotations in this batch are now in the log
+        return [Appended(int(r[0]), int(r[1]), bytes(r[2])) for r in rows]
+
+    async def _verified(
+        self, envelopes: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[tuple[str, dict[str, Any], bytes]], dict[str, bytes]]:
+        """Check every signature against the cached key set, re-read from `fairness.keys`
+        when a record names a key id the cache lacks. A rotation makes its new key usable by
+        the records after it; the returned key set replaces the cache once the batch is in."""
+        keys = dict(self._keys)
+        refreshed = False
         prepared = []
         for env in envelopes:
             kind = record_type(env)
+            record = env.get("record")
+            kid = record.get("key_id") if isinstance(record, Mapping) else None
+            if isinstance(kid, str) and kid not in keys and not refreshed:
+                keys.update(await self._known_keys())
+                refreshed = True
             try:
-                record = verify_signed(env, keys)
+                verified = verify_signed(env, keys)
             except ValueError as exc:
                 raise LogError(f"refused {kind} record: {exc}") from exc
-            prepared.append((kind, record, leaf_bytes(env)))
-        try:
-            async with self.engine.begin() as conn:
-                head = (
-                    await conn.execute(
-                        text(
-                            "SELECT tree_size, frontier FROM fairness.head WHERE id = 1 FOR UPDATE"
-                        )
+            if kind == "key_rotation":
+                try:
+                    keys[str(verified["new_key_id"])] = bytes.fromhex(
+                        str(verified["new_public_key"])
                     )
-                ).one()
-                cr = CompactRange(head.tree_size, [bytes(h) for h in head.frontier])
-                out = []
-                for kind, record, data in prepared:
-                    await self._check_deal_link(conn, kind, record)
-                    index = cr.size
-                    lh = leaf_hash(data)
-                    nodes = cr.append(lh)
-                    root = cr.root()
-                    await conn.execute(
-                        text(
-                            "INSERT INTO fairness.leaves (idx, leaf_data, leaf_hash, type, deal_id,"
-                            " commitment, root_after) VALUES (:idx, :data, :lh, :type, :deal,"
-                            " :commitment, :root)"
-                        ),
-                        {
-                            "idx": index,
-                            "data": data,
-                            "lh": lh,
-                            "type": kind,
-                            "deal": record.get("deal_id"),
-                            "commitment": record.get("commitment"),
-                            "root": root,
-                        },
-                    )
-                    await conn.execute(
-                        text("INSERT INTO fairness.nodes (level, idx, hash) VALUES (:l, :i, :h)"),
-                        [{"l": lvl, "i": i, "h": h} for lvl, i, h in nodes],
-                    )
-                    if kind == "key_rotation":
-                        await conn.execute(
-                            text(
-                                "INSERT INTO fairness.keys (key_id, public_key) VALUES (:k, :p) "
-                                "ON CONFLICT (key_id) DO NOTHING"
-                            ),
-                            {
-                                "k": record["new_key_id"],
-                                "p": bytes.fromhex(record["new_public_key"]),
-                            },
-                        )
-                    out.append(Appended(index, cr.size, root))
-                await conn.execute(
-                    text(
-                        "UPDATE fairness.head SET tree_size = :n, frontier = :f, root_hash = :r,"
-                        " updated_at = now() WHERE id = 1"
-                    ),
-                    {"n": cr.size, "f": cr.hashes, "r": cr.root()},
-                )
-                return out
-        except IntegrityError as exc:
-            raise LogError(f"refused: the deal already has such a record ({exc.orig})") from exc
+                except (KeyError, ValueError) as exc:
+                    raise LogError(f"refused key_rotation record: {exc}") from exc
+            prepared.append((kind, verified, leaf_bytes(env)))
+        return prepared, keys
+
+    @staticmethod
+    def _refusal(
+        exc: asyncpg.PostgresError, prepared: Sequence[tuple[str, Mapping[str, Any], bytes]]
+    ) -> Exception:
+        """The function's refusals (SQLSTATE FL404/FL409, DETAIL = 1-based position) as the
+        same LogError messages the checks in Python gave; other errors pass through."""
+        code = getattr(exc, "sqlstate", None)
+        detail = str(getattr(exc, "detail", "") or "")
+        if code not in ("FL404", "FL409") or not detail.isdigit():
+            return exc
+        position = int(detail) - 1
+        if not 0 <= position < len(prepared):
+            return exc
+        kind, record, _ = prepared[position]
+        if code == "FL404":
+            return LogError(f"refused {kind}: no commitment for deal {record.get('deal_id')!r}")
+        return LogError(f"refused {kind}: commitment differs from the logged one")
+
+    async def _call_append(self, args: tuple[list[Any], ...]) -> list[Any]:
+        """Run `fairness.append_leaves` on the store's own connection: checked out once and
+        kept, in autocommit, so an append is exactly one round trip (a pool checkout would
+        add the pre-ping's BEGIN / ; / ROLLBACK)."""
+        loop = asyncio.get_running_loop()
+        if self._append_lock is None or self._append_loop is not loop:
+            await self._drop_append_conn()
+            self._append_lock = asyncio.Lock()
+            self._append_loop = loop
+        async with self._append_lock:
+            if self._append_conn is None:
+                conn = await self.engine.connect()
+                try:
+                    await conn.execution_options(isolation_level="AUTOCOMMIT")
+                    raw = await conn.get_raw_connection()
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._append_conn = conn
+                self._append_driver = raw.driver_connection
+            driver = self._append_driver
+            if driver is None:
+                raise LogError("transparency log connection is not open")
+            try:
+                return list(await driver.fetch(APPEND_SQL, *args, timeout=APPEND_TIMEOUT_S))
+            except asyncpg.PostgresError:
+                raise  # the statement failed; the connection is fine (autocommit)
+            except BaseException:
+                # connection lost, timeout or cancellation mid-call: do not reuse it
+                await self._drop_append_conn()
+                raise
+
+    async def _drop_append_conn(self) -> None:
+        conn, self._append_conn, self._append_driver = self._append_conn, None, None
+        if conn is None:
+            return
+        # it may be broken already, or belong to an event loop that has ended
+        with contextlib.suppress(Exception):
+            await conn.invalidate()
+            await conn.close()
+
+    async def aclose(self) -> None:
+        """Return the append connection (call before disposing of the engine)."""
+        await self._drop_append_conn()
 
     async def _known_keys(self) -> dict[str, bytes]:
         keys = {self.key.key_id: self.key.public_raw}
@@ -188,24 +261,6 @@ class LogStore:
             for r in await conn.execute(text("SELECT key_id, public_key FROM fairness.keys")):
                 keys[r.key_id] = bytes(r.public_key)
         return keys
-
-    @staticmethod
-    async def _check_deal_link(conn: AsyncConnection, kind: str, record: Mapping[str, Any]) -> None:
-        if kind not in ("result", "void"):
-            return
-        row = (
-            await conn.execute(
-                text(
-                    "SELECT commitment FROM fairness.leaves"
-                    " WHERE type = 'commitment' AND deal_id = :d"
-                ),
-                {"d": record["deal_id"]},
-            )
-        ).one_or_none()
-        if row is None:
-            raise LogError(f"refused {kind}: no commitment for deal {record['deal_id']!r}")
-        if row.commitment != record.get("commitment"):
-            raise LogError(f"refused {kind}: commitment differs from the logged one")
 
     # ------------------------------------------------------------------ reads
 

@@ -63,6 +63,7 @@ class PgFairnessLog:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._writer
         self._writer = None
+        await self.store.aclose()
 
     async def append(self, envelope: Mapping[str, Any]) -> None:
         """Returns once the record is committed to the log (or the log already holds it)."""

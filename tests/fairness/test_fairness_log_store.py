@@ -41,6 +41,7 @@ async def store(migrated: str, operator_key: OperatorKey) -> AsyncIterator[LogSt
     s = LogStore(engine, operator_key)
     await s.register_key()
     yield s
+    await s.aclose()
     await engine.dispose()
 
 

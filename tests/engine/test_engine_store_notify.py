@@ -1,0 +1,134 @@
+"""Match-log appends: acknowledged only once committed; notified after the commit, in seq order
+per match; a match restored by an engine announces its current seq."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from services.common.db import asyncpg_dsn
+from services.engine.contract import NOTIFY_CHANNEL
+from services.engine.store import Store
+from tests.engine.engine_helpers import auth, spec
+
+WAIT_S = 10.0  # an upper bound only: every wait below ends on an event
+
+
+@pytest.fixture
+async def store(engine_db: str) -> AsyncIterator[Store]:
+    s = Store(engine_db)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+async def _listen(url: str) -> tuple[asyncpg.Connection, asyncio.Queue[str]]:
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    await conn.add_listener(NOTIFY_CHANNEL, lambda _c, _p, _ch, payload: heard.put_nowait(payload))
+    return conn, heard
+
+
+async def _create(conn: asyncpg.Connection, match_id: str) -> None:
+    """A bare match row for the store alone, closed so no engine tries to restore it."""
+    await conn.execute(
+        "INSERT INTO engine.matches (match_id, spec) VALUES ($1, '{}'::jsonb)", match_id
+    )
+    await conn.execute(
+        "INSERT INTO engine.match_closed (match_id, status) VALUES ($1, 'void')", match_id
+    )
+
+
+async def test_engine_committed_entries_are_notified_in_seq_order(
+    engine_db: str, store: Store
+) -> None:
+    listener, heard = await _listen(engine_db)
+    try:
+        ids = ["nt-a", "nt-b", "nt-c"]
+        for mid in ids:
+            await _create(listener, mid)
+        entries = 20
+
+        async def one_match(mid: str) -> None:
+            # As a match actor does: the next entry only once the previous one is acknowledged.
+            for n in range(1, entries + 1):
+                await store.append(mid, n, n, b'{"k":"x"}')
+
+        await asyncio.gather(*(one_match(mid) for mid in ids))
+        got: dict[str, list[int]] = {mid: [] for mid in ids}
+        for _ in range(entries * len(ids)):
+            payload = await asyncio.wait_for(heard.get(), WAIT_S)
+            mid, _, seq = payload.rpartition(":")
+            got[mid].append(int(seq))
+        assert got == {mid: list(range(1, entries + 1)) for mid in ids}
+        assert store.notifies_dropped == 0
+    finally:
+        await listener.close()
+
+
+async def test_engine_append_is_acknowledged_only_once_committed(
+    engine_db: str, store: Store
+) -> None:
+    blocker = await asyncpg.connect(asyncpg_dsn(engine_db))
+    listener, heard = await _listen(engine_db)
+    try:
+        await _create(blocker, "ack-1")
+        # Another transaction holds the entry's key: the store's insert waits for it.
+        tx = blocker.transaction()
+        await tx.start()
+        await blocker.execute(
+            "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+            " VALUES ('ack-1', 1, 1, '\\x00'::bytea)"
+        )
+        append = asyncio.create_task(store.append("ack-1", 1, 1, b'{"k":"x"}'))
+        waiting = False
+        for _ in range(500):  # bounded: until the insert is seen waiting on the key's lock
+            waiting = bool(
+                await listener.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND query LIKE 'INSERT INTO engine.match_log%'"
+                )
+            )
+            if waiting:
+                break
+            await asyncio.sleep(0.01)
+        assert waiting
+        assert not append.done()
+        assert heard.empty()  # nothing announced before it is committed
+        await tx.rollback()
+        await asyncio.wait_for(append, WAIT_S)
+        # Acknowledged: the entry is visible to any other session, i.e. committed.
+        seen = await listener.fetchval(
+            "SELECT record FROM engine.match_log WHERE match_id = 'ack-1' AND log_no = 1"
+        )
+        assert seen == b'{"k":"x"}'
+        assert await asyncio.wait_for(heard.get(), WAIT_S) == "ack-1:1"
+    finally:
+        await blocker.close()
+        await listener.close()
+
+
+async def test_engine_restored_match_announces_its_seq(
+    harness_factory: Any, internal_secret: bytes, engine_db: str
+) -> None:
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        body = spec("nt-restore", "casa", {"players": 2}, 2)
+        assert (await hz.client.post("/internal/matches", json=body, headers=h)).status_code == 200
+        seq = (await hz.client.get("/internal/matches/nt-restore", headers=h)).json()["seq"]
+    listener, heard = await _listen(engine_db)
+    try:
+        async with harness_factory() as hz2:
+            r = await hz2.client.get("/internal/matches/nt-restore", headers=h)
+            assert r.status_code == 200 and r.json()["seq"] == seq
+            payloads: list[str] = []
+            while f"nt-restore:{seq}" not in payloads:
+                payloads.append(await asyncio.wait_for(heard.get(), WAIT_S))
+    finally:
+        await listener.close()

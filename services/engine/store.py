@@ -45,7 +45,14 @@ MAX_PENDING_APPENDS = 20_000
 MAX_PENDING_NOTIFIES = 20_000  # beyond, notifications are dropped (the safety net covers them)
 MAX_NOTIFY_BATCH = 1_000
 NOTIFY_RETRY_MS = 200
-WRITERS = 4
+# Two writers: one overlaps its round trip with the other's commit. With commits no longer
+# serialized by NOTIFY, more writers only mean more, smaller fsyncs competing for the WAL and
+# the 2 cores. `bench engine`, memory fairness log, load 0.7-1.2, paced 2,000/s p99 (and
+# saturated actions/s): 1 writer 3.9-4.8 ms (13.0k/s), 2 writers 3.7-4.4 ms (13.9-15.0k/s),
+# 4 writers 4.9-5.1 ms (13.6k/s), 8 writers 8.8-11.7 ms. Waiting up to 0.2 ms for more
+# entries while another batch is in flight (commit_delay-like) gave 4.0-4.3 ms: no better,
+# left out.
+WRITERS = 2
 LOCK_NAMESPACE = 0x454E47  # "ENG": second key of the two-key advisory lock
 LOCK_HEARTBEAT_MS = 1_000
 

@@ -1,7 +1,8 @@
 """Table-socket wake-ups: one fan-out registry per gateway process, fed by one of two backends.
 
-The engine sends `NOTIFY engine_events, 'match_id:seq'` in the transaction of every log write
-(so nothing is announced that is not committed); the gateway sends `NOTIFY gateway_chat,
+The engine sends `NOTIFY engine_events, 'match_id:seq'` right after each log write commits, in
+commit order (so nothing is announced that is not committed; a notification lost in a crash
+is covered by the safety-net fetch and by the seq a restored match announces); the gateway sends `NOTIFY gateway_chat,
 'match_id:chat_id'` with every chat line. Every gateway process must hear both, whichever
 gateway or engine replica wrote them, and wakes only the sockets subscribed to that match.
 

@@ -9,27 +9,14 @@ from datetime import UTC, datetime
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fairness.flow import OpenDeal, open_deal, void_deal
+from fairness.flow import void_deal
 from fairness.keys import OperatorKey
 from fairness.log_store import LogError
 from services.common.db import create_engine
 from services.engine.ports import PgFairnessLog
+from tests.fairness.fairness_helpers import opened_deal
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-def _opened(key: OperatorKey, deal_id: str) -> OpenDeal:
-    return open_deal(
-        key,
-        deal_id=deal_id,
-        table_id="t",
-        variant="dominicana",
-        options={},
-        tile_set=6,
-        hand_size=7,
-        seats=["a", "b", "c", "d"],
-        now=T0,
-    )
 
 
 async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:
@@ -39,7 +26,7 @@ async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:
     try:
         await log.start()
         size0, _ = await log.store.head()
-        opened = [_opened(key, f"fw-{i}") for i in range(20)]
+        opened = [opened_deal(key, f"fw-{i}") for i in range(20)]
         await asyncio.gather(*(log.append(o.commitment) for o in opened))
         # a record the log already holds (re-sent after a restart) is acknowledged, and the
         # closing records of other deals in the same batch still go in
@@ -62,8 +49,8 @@ async def test_a_refused_record_fails_only_its_caller(engine_db: str) -> None:
     try:
         await log.start()
         size0, _ = await log.store.head()
-        good = [_opened(key, f"fw-ok-{i}") for i in range(3)]
-        forged = dict(_opened(key, "fw-forged").commitment, signature="00" * 64)
+        good = [opened_deal(key, f"fw-ok-{i}") for i in range(3)]
+        forged = dict(opened_deal(key, "fw-forged").commitment, signature="00" * 64)
         results = await asyncio.gather(
             *(log.append(o.commitment) for o in good), log.append(forged), return_exceptions=True
         )

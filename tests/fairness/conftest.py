@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from fairness.keys import OperatorKey
+from fairness.log_store import LogStore
 from fairness.transcript import Transcript
+from services.common.db import create_engine
+from services.common.migrate import upgrade
 from tests.fairness.fairness_helpers import example_key, make_transcript
 
 
@@ -17,3 +22,21 @@ def operator_key() -> OperatorKey:
 @pytest.fixture
 def transcript(operator_key: OperatorKey) -> Transcript:
     return make_transcript(operator_key)
+
+
+@pytest.fixture(scope="module")
+def migrated(database_url: str) -> str:
+    """The module's fresh database with the fairness schema."""
+    upgrade(database_url, ["fairness"])
+    return database_url
+
+
+@pytest.fixture
+async def store(migrated: str, operator_key: OperatorKey) -> AsyncIterator[LogStore]:
+    """The transparency log in PostgreSQL, with the operator key registered."""
+    engine = create_engine(migrated, application_name="fairness-test")
+    s = LogStore(engine, operator_key)
+    await s.register_key()
+    yield s
+    await s.aclose()
+    await engine.dispose()

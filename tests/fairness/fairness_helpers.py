@@ -18,6 +18,7 @@ from fairness.commitments import (
     server_seed_commitment,
     sign_record,
 )
+from fairness.flow import OpenDeal, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.shuffle import deal
@@ -105,3 +106,18 @@ def make_transcript(
 
 def example_key() -> OperatorKey:
     return OperatorKey(Ed25519PrivateKey.from_private_bytes(EXAMPLE_KEY_SEED))
+
+
+def opened_deal(key: OperatorKey, deal_id: str, now: datetime = T0) -> OpenDeal:
+    """A dominicana deal of four seats opened (committed) under `key`, for log tests."""
+    return open_deal(
+        key,
+        deal_id=deal_id,
+        table_id="t",
+        variant="dominicana",
+        options={},
+        tile_set=6,
+        hand_size=7,
+        seats=["a", "b", "c", "d"],
+        now=now,
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from itertools import count
 
@@ -13,22 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fairness.commitments import SeedRound, sign_record
-from fairness.flow import OpenDeal, close_deal, open_deal
+from fairness.flow import close_deal
 from fairness.keys import OperatorKey, load_operator_key, rotation_entry
 from fairness.log_store import APPEND_SQL, LogError, LogStore
 from fairness.merkle import CompactRange, MemoryTree
 from services.common.db import app_server_settings, asyncpg_dsn, create_engine
-from services.common.migrate import upgrade
-from tests.fairness.fairness_helpers import example_key
+from tests.fairness.fairness_helpers import example_key, opened_deal
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 _deal_numbers = count()
-
-
-@pytest.fixture(scope="module")
-def migrated(database_url: str) -> str:
-    upgrade(database_url, ["fairness"])
-    return database_url
 
 
 async def _check_batches(url: str, batches: list[list[bytes]]) -> None:
@@ -126,43 +118,19 @@ def test_function_at_powers_of_two(migrated: str) -> None:
     asyncio.run(run())
 
 
-@pytest.fixture
-async def store(migrated: str, operator_key: OperatorKey) -> AsyncIterator[LogStore]:
-    engine = create_engine(migrated, application_name="fairness-fn-test")
-    s = LogStore(engine, operator_key)
-    await s.register_key()
-    yield s
-    await s.aclose()
-    await engine.dispose()
-
-
-def _open(key: OperatorKey, deal_id: str) -> OpenDeal:
-    return open_deal(
-        key,
-        deal_id=deal_id,
-        table_id="t",
-        variant="dominicana",
-        options={},
-        tile_set=6,
-        hand_size=7,
-        seats=["a", "b", "c", "d"],
-        now=T0,
-    )
-
-
 async def test_batch_links_and_rotations(store: LogStore, operator_key: OperatorKey) -> None:
     """A result may close a deal committed earlier in the same batch; a rotation makes its
     key usable by the records after it in the batch; a refused batch appends nothing."""
     run = datetime.now(UTC).timestamp()
-    a = _open(operator_key, f"fn/{run}/a")
+    a = opened_deal(operator_key, f"fn/{run}/a")
     result = close_deal(operator_key, a, SeedRound(4).close(), [], None, T0)
     size0, _ = await store.head()
     out = await store.append_many([a.commitment, result])
     assert [x.index for x in out] == [size0, size0 + 1]
 
     other = load_operator_key(env={"MESA_OPERATOR_KEY": "33" * 32})
-    b = _open(other, f"fn/{run}/b")
-    stranger = _open(operator_key, f"fn/{run}/never")
+    b = opened_deal(other, f"fn/{run}/b")
+    stranger = opened_deal(operator_key, f"fn/{run}/never")
     bad = close_deal(operator_key, stranger, SeedRound(4).close(), [], None, T0)
     with pytest.raises(LogError, match="no commitment for deal"):
         await store.append_many([rotation_entry(operator_key, other, T0), b.commitment, bad])
@@ -175,9 +143,9 @@ async def test_batch_links_and_rotations(store: LogStore, operator_key: Operator
     # another replica (its own cache) learns the rotated key from fairness.keys
     fresh = LogStore(store.engine, operator_key)
     try:
-        c = _open(other, f"fn/{run}/c")
+        c = opened_deal(other, f"fn/{run}/c")
         assert (await fresh.append(c.commitment)).index == size0 + 4
-        forged = dict(_open(other, f"fn/{run}/d").commitment)
+        forged = dict(opened_deal(other, f"fn/{run}/d").commitment)
         forged["record"] = {**forged["record"], "commitment": "00" * 32}
         with pytest.raises(LogError, match="signature"):
             await fresh.append(forged)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 import pytest
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.commitments import (
     SeedRound,
@@ -19,44 +17,14 @@ from fairness.commitments import (
     server_seed_commitment,
     verify_signed,
 )
-from fairness.flow import OpenDeal, close_deal, open_deal, void_deal
+from fairness.flow import close_deal, void_deal
 from fairness.keys import OperatorKey, load_operator_key, rotation_entry
 from fairness.log_store import LogError, LogStore
 from fairness.merkle import MemoryTree, leaf_hash, verify_consistency, verify_inclusion
-from services.common.db import asyncpg_dsn, create_engine
-from services.common.migrate import upgrade
+from services.common.db import asyncpg_dsn
+from tests.fairness.fairness_helpers import opened_deal
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def migrated(database_url: str) -> str:
-    upgrade(database_url, ["fairness"])
-    return database_url
-
-
-@pytest.fixture
-async def store(migrated: str, operator_key: OperatorKey) -> AsyncIterator[LogStore]:
-    engine: AsyncEngine = create_engine(migrated, application_name="fairness-test")
-    s = LogStore(engine, operator_key)
-    await s.register_key()
-    yield s
-    await s.aclose()
-    await engine.dispose()
-
-
-def _opened(key: OperatorKey, deal_id: str) -> OpenDeal:
-    return open_deal(
-        key,
-        deal_id=deal_id,
-        table_id="t",
-        variant="dominicana",
-        options={},
-        tile_set=6,
-        hand_size=7,
-        seats=["a", "b", "c", "d"],
-        now=T0,
-    )
 
 
 def _seeds() -> SeedRoundResult:
@@ -71,7 +39,7 @@ async def test_append_proofs_and_checkpoints(store: LogStore, operator_key: Oper
         assert mirror.append(data) == idx
     old_root = mirror.root()
     run = datetime.now(UTC).strftime("%H%M%S%f")
-    opened = [_opened(operator_key, f"log/{run}/{i}") for i in range(37)]
+    opened = [opened_deal(operator_key, f"log/{run}/{i}") for i in range(37)]
     for o in opened[:30]:
         a = await store.append(o.commitment)
         assert a.index == mirror.append(leaf_bytes(o.commitment))
@@ -109,11 +77,15 @@ async def test_append_proofs_and_checkpoints(store: LogStore, operator_key: Oper
 
 
 async def test_checkpoint_interval(store: LogStore, operator_key: OperatorKey) -> None:
-    await store.append(_opened(operator_key, f"cp/{datetime.now(UTC).timestamp()}/a").commitment)
+    await store.append(
+        opened_deal(operator_key, f"cp/{datetime.now(UTC).timestamp()}/a").commitment
+    )
     now = datetime.now(UTC) + timedelta(hours=1)
     first = await store.checkpoint_if_due(now=now, min_interval_s=10)
     assert first is not None
-    await store.append(_opened(operator_key, f"cp/{datetime.now(UTC).timestamp()}/b").commitment)
+    await store.append(
+        opened_deal(operator_key, f"cp/{datetime.now(UTC).timestamp()}/b").commitment
+    )
     assert await store.checkpoint_if_due(now=now + timedelta(seconds=3), min_interval_s=10) is None
     again = await store.checkpoint_if_due(now=now + timedelta(seconds=11), min_interval_s=10)
     assert again is not None and again["record"]["tree_size"] == first["record"]["tree_size"] + 1
@@ -121,7 +93,7 @@ async def test_checkpoint_interval(store: LogStore, operator_key: OperatorKey) -
 
 async def test_results_voids_and_orphans(store: LogStore, operator_key: OperatorKey) -> None:
     run = datetime.now(UTC).timestamp()
-    a, b, c = (_opened(operator_key, f"orph/{run}/{x}") for x in "abc")
+    a, b, c = (opened_deal(operator_key, f"orph/{run}/{x}") for x in "abc")
     for o in (a, b, c):
         await store.append(o.commitment)
     await store.append(close_deal(operator_key, a, _seeds(), [], None, T0))
@@ -132,7 +104,7 @@ async def test_results_voids_and_orphans(store: LogStore, operator_key: Operator
         await store.append(void_deal(operator_key, a, "again", T0))
     with pytest.raises(LogError):  # a second commitment for the deal
         await store.append(a.commitment)
-    stranger = _opened(operator_key, f"orph/{run}/never-committed")
+    stranger = opened_deal(operator_key, f"orph/{run}/never-committed")
     with pytest.raises(LogError):
         await store.append(close_deal(operator_key, stranger, _seeds(), [], None, T0))
     forged = dict(a.commitment)
@@ -141,10 +113,10 @@ async def test_results_voids_and_orphans(store: LogStore, operator_key: Operator
         await store.append(forged)
     other = load_operator_key(env={"MESA_OPERATOR_KEY": "22" * 32})
     with pytest.raises(LogError):  # signed by a key the log does not know
-        await store.append(_opened(other, f"orph/{run}/other").commitment)
+        await store.append(opened_deal(other, f"orph/{run}/other").commitment)
     # a rotation makes the new key known
     await store.append(rotation_entry(operator_key, other, T0))
-    await store.append(_opened(other, f"orph/{run}/other").commitment)
+    await store.append(opened_deal(other, f"orph/{run}/other").commitment)
     keys = {k["key_id"] for k in await store.public_keys()}
     assert {operator_key.key_id, other.key_id} <= keys
 
@@ -153,7 +125,7 @@ async def test_concurrent_appends_stay_consistent(
     store: LogStore, operator_key: OperatorKey
 ) -> None:
     run = datetime.now(UTC).timestamp()
-    opened = [_opened(operator_key, f"conc/{run}/{i}") for i in range(20)]
+    opened = [opened_deal(operator_key, f"conc/{run}/{i}") for i in range(20)]
     results = await asyncio.gather(*(store.append(o.commitment) for o in opened))
     assert len({r.index for r in results}) == 20
     size, root = await store.head()
@@ -186,7 +158,7 @@ REWRITES = [
 async def test_log_refuses_rewriting(
     store: LogStore, migrated: str, operator_key: OperatorKey, sql: str, as_app: bool
 ) -> None:
-    await store.append(_opened(operator_key, f"rw/{datetime.now(UTC).timestamp()}").commitment)
+    await store.append(opened_deal(operator_key, f"rw/{datetime.now(UTC).timestamp()}").commitment)
     await store.checkpoint_if_due(force=True)
     settings = {"role": "mesa_app"} if as_app else {}
     conn = await asyncpg.connect(asyncpg_dsn(migrated), server_settings=settings)

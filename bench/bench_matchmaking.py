@@ -15,6 +15,11 @@ players/s over holds/s.
 Reported: seated players per second counting only players at tables that filled and started,
 join latency p50/p99, errors, CPU per join of each process. Results:
 bench/results/matchmaking.json.
+
+`BENCH_MATCHMAKING_PG_PROFILE=1` also loads pg_stat_statements (nested statements tracked) and
+`track_functions = all` and reports where PostgreSQL's time went per join: each function's
+self/total time and the costliest statements, top level or inside functions. That profiling
+costs CPU itself, so its throughput is not comparable with a plain run.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ SECONDS = float(os.environ.get("BENCH_MATCHMAKING_SECONDS", "5"))
 CLIENTS = int(os.environ.get("BENCH_MATCHMAKING_CLIENTS", "48"))
 PLAYERS = int(os.environ.get("BENCH_MATCHMAKING_PLAYERS", "8000"))
 BASELINE_SECONDS = float(os.environ.get("BENCH_MATCHMAKING_BASELINE_SECONDS", "3"))
+PG_PROFILE = os.environ.get("BENCH_MATCHMAKING_PG_PROFILE", "") not in ("", "0")
+PROFILE_TOP = 30
 KINDS: list[tuple[str, Tier]] = [
     ("apuesta-parejas", "10"),
     ("apuesta-1v1", "20"),
@@ -279,11 +286,86 @@ def _per_join(seconds: float, joins: int) -> float:
     return round(seconds * 1000 / max(1, joins), 2)
 
 
+def _enable_profile(server: EmbeddedPostgres) -> None:
+    """Before the first start: statement and function statistics for `_profile`."""
+    server.init()
+    with open(server.data_dir / "postgresql.auto.conf", "a") as conf:
+        conf.write(
+            "shared_preload_libraries = 'pg_stat_statements'\n"
+            "pg_stat_statements.track = 'all'\n"
+            "track_functions = 'all'\n"
+        )
+
+
+async def _profile_reset(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        await conn.execute("SELECT pg_stat_statements_reset(), pg_stat_reset()")
+    finally:
+        await conn.close()
+
+
+async def _profile(url: str, joins: int) -> dict[str, Any]:
+    """Milliseconds of PostgreSQL time per join: per function (self/total) and per statement.
+
+    Read after the services stopped: a backend reports its function counters when it exits."""
+    conn = await asyncpg.connect(url)
+    try:
+        functions = await conn.fetch(
+            "SELECT schemaname || '.' || funcname AS name, calls, self_time, total_time "
+            "FROM pg_stat_user_functions ORDER BY self_time DESC"
+        )
+        statements = await conn.fetch(
+            "SELECT toplevel, calls, total_exec_time, rows, "
+            "shared_blks_hit + shared_blks_read AS blocks, "
+            "regexp_replace(query, '\\s+', ' ', 'g') AS query "
+            "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $1",
+            PROFILE_TOP,
+        )
+    finally:
+        await conn.close()
+    per = max(1, joins)
+    return {
+        "functions_ms_per_join": {
+            f["name"]: {
+                "calls_per_join": round(f["calls"] / per, 2),
+                "self": round(f["self_time"] / per, 3),
+                "total": round(f["total_time"] / per, 3),
+            }
+            for f in functions
+        },
+        "statements_ms_per_join": [
+            {
+                "ms": round(s["total_exec_time"] / per, 3),
+                "calls_per_join": round(s["calls"] / per, 2),
+                "blocks_per_call": round(s["blocks"] / max(1, s["calls"]), 1),
+                "top": s["toplevel"],
+                "query": s["query"][:160],
+            }
+            for s in statements
+        ],
+    }
+
+
+def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is not None:
+            continue
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-mm-"))
     server = EmbeddedPostgres(tmp / "pg", free_port())
     procs: list[subprocess.Popen[bytes]] = []
     try:
+        if PG_PROFILE:
+            _enable_profile(server)
         server.start()
         server.create_database("bench")
         url = server.url("bench")
@@ -311,6 +393,8 @@ def main() -> dict[str, Any]:
         baseline.pop("elapsed_s")
         me = psutil.Process()
         cpu_before = [_cpu_s(p) for p in procs]
+        if PG_PROFILE:
+            asyncio.run(_profile_reset(url))
         pg_before, me_before = _pg_cpu_s(server), sum(me.cpu_times()[:2])
         run = asyncio.run(_run(base, secret))
         cpu_used = [round(_cpu_s(p) - b, 2) for p, b in zip(procs, cpu_before, strict=True)]
@@ -346,15 +430,13 @@ def main() -> dict[str, Any]:
                 "clients": _per_join(me_used, joins),
             },
         }
+        if PG_PROFILE:
+            _stop(procs)
+            results["pg_profile"] = asyncio.run(_profile(url, joins))
         write_result("matchmaking", results)
         return results
     finally:
-        for proc in procs:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        _stop(procs)
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -70,6 +70,7 @@ async def test_internal_route_without_credential_is_401(database_url, internal_s
         )
     assert response.status_code == 401
     assert response.json()["error"] == "unauthorized"
+    assert response.headers["x-request-id"]
     assert forged.status_code == 401
 
 

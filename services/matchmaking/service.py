@@ -122,6 +122,9 @@ class _Outcome(msgspec.Struct, frozen=True):
     body: str | None = None
     resume: list[str] | None = None
     table_id: str | None = None
+    # A paid join (mm0008): the seats it chose, in the order of its players, and the stake.
+    seats: list[int] | None = None
+    stake_cents: int = 0
 
 
 class _LeaveOutcome(msgspec.Struct, frozen=True):
@@ -389,8 +392,8 @@ class Matchmaker:
             if out.resume is not None:
                 reservations = await self._load_reservations(out.resume)
                 out = await self._settle(reservations, match_id)
-            elif out.table is not None and out.table.stake_cents > 0:
-                reservations = _mine(out.table, ids)
+            elif out.seats is not None:
+                reservations = self._reserved(out, ids, players, now)
                 out = await self._settle(reservations, match_id)
             else:
                 reservations = _mine(_table_of(out), ids)
@@ -410,6 +413,17 @@ class Matchmaker:
             ],
             replayed=resumed,
         )
+
+    def _reserved(self, out: _Outcome, ids: list[str], players: list[str], now: int) -> list[Res]:
+        """A paid join's pending seats, from its own ids and the seats the function chose."""
+        seats = out.seats or []
+        if out.table_id is None or len(seats) != len(ids) or len(ids) != len(players):
+            raise ServiceError(500, "internal", "matchmaking.join answered no seat per player")
+        expires_ms = now + self.config.reservation_ttl_ms  # as the function set it
+        return [
+            Res(rid, out.table_id, seat, player, "pending", out.stake_cents, expires_ms)
+            for rid, seat, player in zip(ids, seats, players, strict=True)
+        ]
 
     async def _settle(self, reservations: list[Res], match_id: str) -> _Outcome:
         """Place the holds of the pending seats, then confirm every seat of the join."""

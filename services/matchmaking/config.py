@@ -12,7 +12,7 @@ from pathlib import Path
 import msgspec
 
 from services.common.config import ConfigError, Settings
-from services.matchmaking.kinds import CATALOGUE, TIERS, default_offered
+from services.matchmaking.kinds import CATALOGUE, TIERS
 
 
 class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -43,8 +43,11 @@ class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     request_retention_ms: int = 86_400_000
 
     def offered_tiers(self, kind: str) -> list[str]:
-        table = self.offered if self.offered is not None else default_offered()
-        return list(table.get(kind, []))
+        # Absent a configuration, every kind at every tier (not rebuilt per call: every join
+        # asks this two or three times).
+        if self.offered is None:
+            return list(TIERS) if kind in CATALOGUE else []
+        return list(self.offered.get(kind, []))
 
     def validate(self) -> MatchmakingConfig:
         if self.offered is not None:

@@ -16,8 +16,9 @@ keys), so each one writes an entry into every index whose predicate the new row 
 - `invite_code` and `match_id` were plain UNIQUE columns, so every table row version, NULLs
   included, got an entry in both; only non-NULL values need one (lookups are by equality,
   which implies NOT NULL, so the partial indexes serve them).
-- `requests_age` (only the bounded purge reads it) is a BRIN index: an insert that does not
-  widen a block range's summary writes nothing, where the btree took an entry per request.
+- `requests_age` stays a btree: a BRIN index would be cheaper to insert into, but its block
+  ranges keep the oldest time they ever held after the purge empties them, so every purge
+  would read every page the table ever filled.
 - `confirm` locks the table reading its row once, counts a seat as live from the UPDATE that
   seated it (only a seat it did not change is looked up again), and counts the table's seats
   only when `taken` (maintained under the same lock) says it may be full.
@@ -103,14 +104,10 @@ UPGRADE = [
     "WHERE invite_code IS NOT NULL",
     "CREATE UNIQUE INDEX tables_match_id ON matchmaking.tables (match_id) "
     "WHERE match_id IS NOT NULL",
-    "DROP INDEX matchmaking.requests_age",
-    "CREATE INDEX requests_age ON matchmaking.requests USING brin (created_ms)",
     CONFIRM,
 ]
 
 DOWNGRADE = [
-    "DROP INDEX matchmaking.requests_age",
-    "CREATE INDEX requests_age ON matchmaking.requests (created_ms)",
     "DROP INDEX matchmaking.tables_match_id",
     "DROP INDEX matchmaking.tables_invite_code",
     "ALTER TABLE matchmaking.tables ADD CONSTRAINT tables_match_id_key UNIQUE (match_id)",

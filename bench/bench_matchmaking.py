@@ -286,6 +286,14 @@ def _per_join(seconds: float, joins: int) -> float:
     return round(seconds * 1000 / max(1, joins), 2)
 
 
+async def _wal_lsn(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn"))
+    finally:
+        await conn.close()
+
+
 def _enable_profile(server: EmbeddedPostgres) -> None:
     """Before the first start: statement and function statistics for `_profile`."""
     server.init()
@@ -395,12 +403,14 @@ def main() -> dict[str, Any]:
         cpu_before = [_cpu_s(p) for p in procs]
         if PG_PROFILE:
             asyncio.run(_profile_reset(url))
+        wal_before = asyncio.run(_wal_lsn(url))
         pg_before, me_before = _pg_cpu_s(server), sum(me.cpu_times()[:2])
         run = asyncio.run(_run(base, secret))
         cpu_used = [round(_cpu_s(p) - b, 2) for p, b in zip(procs, cpu_before, strict=True)]
         pg_used = round(_pg_cpu_s(server) - pg_before, 2)
         me_used = round(sum(me.cpu_times()[:2]) - me_before, 2)
         load = round(os.getloadavg()[0], 2)
+        wal_bytes = asyncio.run(_wal_lsn(url)) - wal_before
         counts = asyncio.run(_count(url))
         seated_per_s = counts["players_at_started_tables"] / run.pop("elapsed_s")
         joins = run["operations"]
@@ -429,6 +439,9 @@ def main() -> dict[str, Any]:
                 "postgres": _per_join(pg_used, joins),
                 "clients": _per_join(me_used, joins),
             },
+            # Independent of the machine's load, unlike the CPU figures: WAL written per join
+            # (matchmaking and ledger together).
+            "wal_bytes_per_join": round(wal_bytes / max(1, joins)),
         }
         if PG_PROFILE:
             _stop(procs)

@@ -91,6 +91,19 @@ async def run_size(
                     samples.append(stats.live_tables)
 
         sampler = asyncio.create_task(sample())
+        lags_ms: list[float] = []
+
+        async def loop_lag() -> None:
+            # How late a 10 ms timer fires in this process: the part of the client-observed
+            # latency that is the load generator's own event loop, not the platform.
+            for _ in range(int((deadline - start) * 100) + 100):
+                before = time.perf_counter()
+                await asyncio.sleep(0.01)
+                late_ms = (time.perf_counter() - before) * 1000 - 10
+                if stats.measure_from <= time.monotonic() <= stop_at:
+                    lags_ms.append(max(0.0, late_ms))
+
+        lagger = asyncio.create_task(loop_lag())
 
         # Stagger the starts over the warm-up so the tables do not all act in the same instant.
         async def staggered(d: TableDriver) -> None:
@@ -100,6 +113,8 @@ async def run_size(
         await asyncio.gather(*(staggered(d) for d in drivers))
         finished_at = time.monotonic()
         sampler.cancel()
+        lagger.cancel()
+        lags_ms.sort()
         cpu_after = platform.cpu_seconds()
         cpu_after["load_generator"] = _own_cpu_s()
         actions_all = max(1, stats.actions_total - actions_before)
@@ -124,6 +139,11 @@ async def run_size(
                 "p90": round(percentile(lat, 0.90), 2),
                 "p99": round(p99, 2),
                 "max": round(lat[-1], 2) if lat else 0.0,
+            },
+            "load_generator_loop_lag_ms": {
+                "p50": round(percentile(lags_ms, 0.50), 2),
+                "p99": round(percentile(lags_ms, 0.99), 2),
+                "max": round(lags_ms[-1], 2) if lags_ms else 0.0,
             },
             "errors": errors,
             "error_codes": dict(stats.errors),

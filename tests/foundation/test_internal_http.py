@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import uvicorn
 from litestar import Request, get, post
-from litestar.params import JSONBody, Parameter
+from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import Stream
 from structlog.contextvars import bind_contextvars, unbind_contextvars
 
@@ -380,13 +380,13 @@ class Owned(msgspec.Struct):
 
 def _replica_app(settings, name: str, owns: set[str]):
     @get("/internal/matches/{match_id:str}")
-    async def state(match_id: str) -> Owned:
+    async def state(match_id: FromPath[str]) -> Owned:
         if match_id not in owns:
             raise ServiceError(503, "not_owner", "another engine process runs this match")
         return Owned(match_id=match_id, replica=name)
 
     @get("/internal/busy/{match_id:str}")
-    async def busy(match_id: str) -> Owned:
+    async def busy(match_id: FromPath[str]) -> Owned:
         raise ServiceError(503, "busy", "inbox full")
 
     return create_service_app("engine", settings, [state, busy])

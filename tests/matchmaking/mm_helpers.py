@@ -11,7 +11,7 @@ import asyncpg
 import httpx
 import msgspec
 from litestar import Litestar, Response, get, post
-from litestar.params import JSONBody
+from litestar.params import FromPath, JSONBody
 
 from services.common.http import InternalClient, RemoteError
 from services.engine.contract import CreateMatch, MatchCreated, PublicMatchState
@@ -46,7 +46,7 @@ class FakeEngine:
         engine = self
 
         @get("/internal/matches/{match_id:str}")
-        async def state(match_id: str) -> Response[Any]:
+        async def state(match_id: FromPath[str]) -> Response[Any]:
             spec = engine.created.get(match_id)
             if spec is None:
                 return Response({"error": "unknown_match", "detail": match_id}, status_code=404)

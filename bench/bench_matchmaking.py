@@ -286,6 +286,20 @@ def _per_join(seconds: float, joins: int) -> float:
     return round(seconds * 1000 / max(1, joins), 2)
 
 
+async def _updates(url: str) -> dict[str, tuple[int, int]]:
+    """(updates, HOT updates) so far of matchmaking's tables (stats flushed first)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await asyncio.sleep(1.1)  # backends flush their table counters at most once a second
+        rows = await conn.fetch(
+            "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables "
+            "WHERE schemaname = 'matchmaking'"
+        )
+    finally:
+        await conn.close()
+    return {r["relname"]: (int(r["n_tup_upd"]), int(r["n_tup_hot_upd"])) for r in rows}
+
+
 async def _wal_lsn(url: str) -> int:
     conn = await asyncpg.connect(url)
     try:
@@ -403,6 +417,7 @@ def main() -> dict[str, Any]:
         cpu_before = [_cpu_s(p) for p in procs]
         if PG_PROFILE:
             asyncio.run(_profile_reset(url))
+        updates_before = asyncio.run(_updates(url))
         wal_before = asyncio.run(_wal_lsn(url))
         pg_before, me_before = _pg_cpu_s(server), sum(me.cpu_times()[:2])
         run = asyncio.run(_run(base, secret))
@@ -412,6 +427,13 @@ def main() -> dict[str, Any]:
         load = round(os.getloadavg()[0], 2)
         wal_bytes = asyncio.run(_wal_lsn(url)) - wal_before
         counts = asyncio.run(_count(url))
+        updates = {
+            name: [
+                n - updates_before.get(name, (0, 0))[0],
+                hot - updates_before.get(name, (0, 0))[1],
+            ]
+            for name, (n, hot) in asyncio.run(_updates(url)).items()
+        }
         seated_per_s = counts["players_at_started_tables"] / run.pop("elapsed_s")
         joins = run["operations"]
         results: dict[str, Any] = {
@@ -442,6 +464,8 @@ def main() -> dict[str, Any]:
             # Independent of the machine's load, unlike the CPU figures: WAL written per join
             # (matchmaking and ledger together).
             "wal_bytes_per_join": round(wal_bytes / max(1, joins)),
+            # Row updates during the run per table, [all, HOT]: a HOT one writes no index entry.
+            "updates_all_hot": updates,
         }
         if PG_PROFILE:
             _stop(procs)

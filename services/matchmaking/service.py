@@ -202,7 +202,7 @@ class Matchmaker:
                         """
                         SELECT t.id, t.kind, t.tier, t.stake_cents, t.seat_count, t.taken,
                                coalesce((SELECT array_agg(r.seat) FROM matchmaking.reservations r
-                                         WHERE r.table_id = t.id
+                                         WHERE r.table_id = t.id AND r.is_live
                                            AND r.status IN ('pending','seated','staked')),
                                         '{}') AS seats
                         FROM matchmaking.tables t
@@ -305,7 +305,8 @@ class Matchmaker:
                     text(
                         "SELECT r.table_id, t.status, t.match_id FROM matchmaking.reservations r "
                         "JOIN matchmaking.tables t ON t.id = r.table_id "
-                        "WHERE r.player_id = :p AND r.status IN ('pending','seated','staked') "
+                        "WHERE r.player_id = :p AND r.is_live "
+                        "AND r.status IN ('pending','seated','staked') "
                         "AND t.status NOT IN ('finished', 'voided') "
                         "ORDER BY r.created_ms DESC LIMIT :limit"
                     ),
@@ -560,7 +561,7 @@ class Matchmaker:
         await conn.execute(
             text(
                 "UPDATE matchmaking.tables SET updated_ms = :now, taken = (SELECT count(*) FROM "
-                "matchmaking.reservations r WHERE r.table_id = :t "
+                "matchmaking.reservations r WHERE r.table_id = :t AND r.is_live "
                 "AND r.status IN ('pending','seated','staked')) WHERE id = :t"
             ),
             {"t": table_id, "now": now},
@@ -639,7 +640,8 @@ class Matchmaker:
                 await conn.execute(
                     text(
                         f"UPDATE matchmaking.reservations SET expires_ms = {expr} "
-                        "WHERE table_id = :t AND player_id = :p AND status IN ('pending','seated') "
+                        "WHERE table_id = :t AND player_id = :p AND is_live "
+                        "AND status IN ('pending','seated') "
                         "RETURNING expires_ms"
                     ),
                     {
@@ -819,7 +821,7 @@ class Matchmaker:
                     text(
                         "SELECT r.id, r.table_id FROM matchmaking.reservations r "
                         "JOIN matchmaking.tables t ON t.id = r.table_id "
-                        "WHERE r.status = 'seated' AND r.expires_ms < :now "
+                        "WHERE r.is_open AND r.status = 'seated' AND r.expires_ms < :now "
                         "AND t.status = 'waiting' ORDER BY r.expires_ms LIMIT :n"
                     ),
                     {"now": now, "n": batch},
@@ -830,7 +832,8 @@ class Matchmaker:
                 await conn.execute(
                     text(
                         "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
-                        "FROM matchmaking.reservations WHERE status IN ('pending','releasing') "
+                        "FROM matchmaking.reservations WHERE is_open "
+                        "AND status IN ('pending','releasing') "
                         "AND updated_ms < :stale ORDER BY updated_ms LIMIT :n"
                     ),
                     {"stale": stale, "n": batch},

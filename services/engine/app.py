@@ -20,10 +20,12 @@ from services.engine.contract import (
     ActionAccepted,
     CreateMatch,
     EventPage,
+    FeedReads,
     MatchCreated,
     MatchResult,
     PublicMatchState,
     SeatFeed,
+    SeatFeeds,
     SeatSnapshot,
     SubmitAction,
 )
@@ -89,6 +91,12 @@ async def seat_feed(
     return await _engine(state).feed(match_id, seat, after, limit)
 
 
+@post("/internal/matches/{match_id:str}/feeds", status_code=200)
+async def seat_feeds(state: State, match_id: FromPath[str], data: JSONBody[FeedReads]) -> SeatFeeds:
+    feeds = await _engine(state).feeds(match_id, [(r.seat, r.after) for r in data.reads])
+    return SeatFeeds(feeds=feeds)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -135,6 +143,7 @@ def create_app(
             seat_view,
             seat_events,
             seat_feed,
+            seat_feeds,
             *AUDIT_ROUTES,
         ],
         on_startup=[start_engine],

@@ -8,6 +8,8 @@ Routes (all under the service credential):
 - GET  /internal/matches/{match_id}/seats/{seat}/events?after=SEQ&wait_ms=MS -> EventPage
 - GET  /internal/matches/{match_id}/seats/{seat}/feed?after=SEQ -> SeatFeed (the events after
   SEQ and, on the last page, the seat's snapshot: one call per wake-up of a table socket)
+- POST /internal/matches/{match_id}/feeds          FeedReads -> SeatFeeds (the same, for several
+  seats in one call and one actor turn: a gateway reads every socket of a match it serves at once)
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
@@ -27,7 +29,7 @@ Events published with PostgreSQL NOTIFY on channel `engine_events`, payload `mat
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -209,3 +211,23 @@ class SeatFeed(msgspec.Struct, frozen=True):
 
     events: EventPage
     snapshot: SeatSnapshot | None
+
+
+# A gateway serves at most a few sockets of one match (four seats, a reconnect or a second
+# tab each): a bound on one batched read.
+MAX_FEED_READS = 16
+
+
+class FeedRead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    seat: Annotated[int, msgspec.Meta(ge=0, le=7)]
+    after: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class FeedReads(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    reads: Annotated[list[FeedRead], msgspec.Meta(min_length=1, max_length=MAX_FEED_READS)]
+
+
+class SeatFeeds(msgspec.Struct, frozen=True):
+    """One SeatFeed per read, in the order of the reads."""
+
+    feeds: list[SeatFeed]

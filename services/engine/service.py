@@ -503,3 +503,20 @@ class Engine:
             return SeatFeed(events=page, snapshot=None if more else m.snapshot(seat))
 
         return await actor.call(run)
+
+    async def feeds(self, match_id: str, reads: list[tuple[int, int]]) -> list[SeatFeed]:
+        """`feed` for several (seat, after) reads in one actor turn: one consistent moment."""
+        actor = await self._acquire(match_id)
+        for seat, _ in reads:
+            self._check_seat(actor, seat)
+
+        async def run() -> list[SeatFeed]:
+            m = actor.match
+            out = []
+            for seat, after in reads:
+                events, more = m.events_after(seat, after, MAX_EVENTS_PAGE)
+                page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
+                out.append(SeatFeed(events=page, snapshot=None if more else m.snapshot(seat)))
+            return out
+
+        return await actor.call(run)

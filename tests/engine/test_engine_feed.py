@@ -38,3 +38,45 @@ async def test_engine_feed_is_events_and_view_of_one_seat(
         assert paged["events"]["more"] is True and paged["snapshot"] is None
         assert (await c.get("/internal/matches/fd1/seats/5/feed", headers=h)).status_code == 400
         assert (await c.get("/internal/matches/fd1/seats/0/feed")).status_code == 401
+
+
+async def test_engine_feeds_reads_several_seats_in_one_call(
+    harness_factory: Any, internal_secret: bytes
+) -> None:
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        c = hz.client
+        await c.post(
+            "/internal/matches", json=spec("fd2", "apuesta", {"mode": "1v1"}, 2), headers=h
+        )
+        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
+        one = [
+            (await c.get(f"/internal/matches/fd2/seats/{seat}/feed", headers=h)).json()
+            for seat in (0, 1)
+        ]
+        seq = one[0]["events"]["seq"]
+        reads = {
+            "reads": [{"seat": 1, "after": 0}, {"seat": 0, "after": 0}, {"seat": 0, "after": seq}]
+        }
+        r = await c.post("/internal/matches/fd2/feeds", json=reads, headers=h)
+        assert r.status_code == 200
+        feeds = r.json()["feeds"]
+        # in the order asked, each exactly the single-seat feed: no seat sees another's hand
+        assert feeds[0] == one[1] and feeds[1] == one[0]
+        assert feeds[2]["events"]["events"] == [] and feeds[2]["snapshot"] == one[0]["snapshot"]
+        bad = [
+            {"reads": []},
+            {"reads": [{"seat": 0, "after": 0}] * 17},
+            {"reads": [{"seat": 0, "after": -1}]},
+            {"reads": [{"seat": 0, "after": 0, "x": 1}]},
+        ]
+        for body in bad:
+            refused = await c.post("/internal/matches/fd2/feeds", json=body, headers=h)
+            assert refused.status_code == 400 and refused.json()["error"] == "invalid_request"
+        wrong_seat = {"reads": [{"seat": 5, "after": 0}]}
+        assert (await c.post("/internal/matches/fd2/feeds", json=wrong_seat, headers=h)).json()[
+            "error"
+        ] == "bad_seat"
+        unknown = await c.post("/internal/matches/nope/feeds", json=reads, headers=h)
+        assert unknown.status_code == 404
+        assert (await c.post("/internal/matches/fd2/feeds", json=reads)).status_code == 401

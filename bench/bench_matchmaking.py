@@ -259,7 +259,10 @@ def _cpu_s(proc: subprocess.Popen[bytes]) -> float:
     p = psutil.Process(proc.pid)
     total = sum(p.cpu_times()[:2])
     for child in p.children(recursive=True):
-        total += sum(child.cpu_times()[:2])
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.NoSuchProcess:
+            continue  # a worker that exited between the listing and the read
     return float(total)
 
 

@@ -1,17 +1,19 @@
-"""matchmaking: the table indexes of mm0011 back as they were (it cost more than it saved)
+"""matchmaking: the table indexes of mm0011 back as they were (no measured gain, a costlier pick)
 
 Revision ID: mm0012
 Revises: mm0011
 Create Date: 2026-11-29
 
 mm0011 made a join's `taken` change on its table a HOT update (lobby index without `taken`,
-repair index on `id`, fillfactor 70). Measured with `BENCH_MATCHMAKING_PG_PROFILE=1`, back to
-back against mm0010 alone: 60% of table updates became HOT and the WAL per join fell a
-little more (7,746 -> 7,522 bytes), but the buffers touched per call rose (join 51 -> 128,
-the table's `FOR UPDATE` lookup 4 -> 26, the quick-join pick 13 -> 33) and PostgreSQL's CPU
-per join with them (1.97 -> 2.37 ms): without `taken` in the lobby index the quick join
-reads and sorts every waiting table of the kind, full ones included, and the table rows'
-HOT chains are walked on every lookup of those hot rows. This puts back mm0010's indexes.
+repair index on `id`, fillfactor 70). 60% of table updates became HOT and the WAL per join
+fell a little more (about 7,740 -> 7,530 bytes), but in alternating runs neither throughput
+nor PostgreSQL's CPU per join improved (296 and 456 seated/s against 390 and 470-478 for the
+code before mm0010, at load 2.5-5.7), and without `taken` in the lobby index the quick join
+reads and sorts every waiting table of its kind, full ones included, instead of stopping at
+the first free one in index order. Buffers touched per call were not a usable guide here:
+they vary by a factor of four between runs of the same schema (the table's `FOR UPDATE`
+lookup 4 and 18 buffers), with the contention on the few hot table rows. This puts back the
+indexes mm0010 left.
 """
 
 from __future__ import annotations

@@ -492,29 +492,22 @@ class Engine:
         self, match_id: str, seat: int, after: int, limit: int = MAX_EVENTS_PAGE
     ) -> SeatFeed:
         """`events` (no wait) and, on the last page, `snapshot`, read in one actor turn."""
-        actor = await self._acquire(match_id)
-        self._check_seat(actor, seat)
-        limit = max(1, min(limit, MAX_EVENTS_PAGE))
+        return (await self.feeds(match_id, [(seat, after)], limit))[0]
 
-        async def run() -> SeatFeed:
-            m = actor.match
-            events, more = m.events_after(seat, after, limit)
-            page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
-            return SeatFeed(events=page, snapshot=None if more else m.snapshot(seat))
-
-        return await actor.call(run)
-
-    async def feeds(self, match_id: str, reads: list[tuple[int, int]]) -> list[SeatFeed]:
+    async def feeds(
+        self, match_id: str, reads: list[tuple[int, int]], limit: int = MAX_EVENTS_PAGE
+    ) -> list[SeatFeed]:
         """`feed` for several (seat, after) reads in one actor turn: one consistent moment."""
         actor = await self._acquire(match_id)
         for seat, _ in reads:
             self._check_seat(actor, seat)
+        limit = max(1, min(limit, MAX_EVENTS_PAGE))
 
         async def run() -> list[SeatFeed]:
             m = actor.match
             out = []
             for seat, after in reads:
-                events, more = m.events_after(seat, after, MAX_EVENTS_PAGE)
+                events, more = m.events_after(seat, after, limit)
                 page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
                 out.append(SeatFeed(events=page, snapshot=None if more else m.snapshot(seat)))
             return out

@@ -51,6 +51,7 @@ def create_app(
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
+        app.state.feed_batcher = routes_table.FeedBatcher(app.state.backends)
         feed = MatchFeed(settings.database_url, redis_url=settings.redis_url)
         app.state.feed = feed
         await feed.start()

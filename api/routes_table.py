@@ -214,14 +214,6 @@ class FeedBatcher:
                 fut.set_result(feed)
 
 
-def feed_batcher(state: Any, backends: Backends) -> FeedBatcher:
-    batcher: FeedBatcher | None = state.get("feed_batcher")
-    if batcher is None or batcher.backends is not backends:
-        batcher = FeedBatcher(backends)
-        state.feed_batcher = batcher
-    return batcher
-
-
 async def submit(
     backends: Backends, match_id: str, seat: int, player: str, seq: int, action: Any
 ) -> ActionAccepted:
@@ -587,7 +579,7 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]
             await socket.close(code=1013, reason="try again later")
             return
         counts[user] = counts.get(user, 0) + 1
-        reads = feed_batcher(socket.app.state, backends)
+        reads: FeedBatcher = socket.app.state.feed_batcher
         table = _Table(
             socket, backends, socket.app.state.db, feed, sub, match_id, seat, user, reads
         )

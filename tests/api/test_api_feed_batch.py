@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from api.backends import get_backends
-from api.routes_table import feed_batcher
+from api.routes_table import FeedBatcher
 from services.common.metrics import REQUESTS
 from services.common.migrate import upgrade
 from tests.api.api_helpers import bearer, make_user
@@ -45,7 +44,7 @@ async def test_reads_of_one_turn_share_one_engine_call(
         assert r.status_code == 200, r.text
         match_id = r.json()["match_id"]
         state = p.gateway.state
-        batcher = feed_batcher(state, get_backends(state))
+        batcher: FeedBatcher = state.feed_batcher
         before = _feeds_calls()
         seat0, seat1, again = await asyncio.gather(
             batcher.read(match_id, 0, 0), batcher.read(match_id, 1, 0), batcher.read(match_id, 0, 0)

@@ -117,7 +117,9 @@ _VERIFIED = VerifiedTokens()
 _UNAUTHORIZED_HEADERS = [(b"content-type", b"application/json")]
 
 
-def service_middleware(settings: Settings, public: bool) -> Callable[[ASGIApp], ASGIApp]:
+def service_middleware(
+    service: str, settings: Settings, public: bool
+) -> Callable[[ASGIApp], ASGIApp]:
     """Request ids, logging, metrics, and (internal services) the service credential check.
 
     The credential is checked here on the raw headers rather than as a Litestar guard: a guard
@@ -176,9 +178,6 @@ def service_middleware(settings: Settings, public: bool) -> Callable[[ASGIApp], 
             finally:
                 elapsed_s = time.perf_counter() - started
                 route = scope.get("path_template") or "unmatched"
-                service = (
-                    scope["app"].state.get("service", "unknown") if "app" in scope else "unknown"
-                )
                 REQUESTS.labels(service, method, route, f"{status_holder[0] // 100}xx").inc()
                 REQUEST_SECONDS.labels(service, route).observe(elapsed_s)
                 if scope["type"] == "websocket":
@@ -293,7 +292,7 @@ def create_service_app(
         route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
         state=State({"settings": settings, "service": service, "public": public}),
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[service_middleware(settings, public)],
+        middleware=[service_middleware(service, settings, public)],
         on_startup=[open_db, *on_startup, freeze_heap],
         on_shutdown=[*on_shutdown, close_db],
         request_max_body_size=MAX_REQUEST_BODY_BYTES,

@@ -69,3 +69,10 @@ async def check_database(engine: AsyncEngine) -> bool:
     except Exception:
         return False
     return True
+
+
+async def keep_session(conn: Any) -> None:
+    """An asyncpg pool's `reset=` for pools whose users leave no session state (no LISTEN,
+    SET, cursors or session advisory locks): asyncpg's own step (a ROLLBACK of a transaction
+    left open) suffices, and the default reset query, one more round trip per release, is
+    skipped."""

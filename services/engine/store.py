@@ -33,7 +33,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.common.db import APP_ROLE, asyncpg_dsn
+from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
 from services.common.logging import get_logger
 from services.engine.contract import NOTIFY_CHANNEL
 
@@ -70,13 +70,6 @@ class _Pending:
     future: asyncio.Future[None]
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """The pool's reset on release. The pool runs only single statements that leave no session
-    state (no LISTEN, SET, cursors or advisory locks: those live on the lock connection), so
-    asyncpg's own step (ROLLBACK of a transaction left open) suffices and the default reset
-    query, a round trip per release, is skipped."""
-
-
 class Store:
     def __init__(self, database_url: str, *, pool_size: int = 8) -> None:
         self._dsn = asyncpg_dsn(database_url)
@@ -103,7 +96,8 @@ class Store:
             min_size=2,
             max_size=self._pool_size,
             server_settings={"role": APP_ROLE, "application_name": "mesa-engine"},
-            reset=_keep_session,
+            # single statements only; the advisory locks live on the lock connection
+            reset=keep_session,
         )
         self._lock_conn = await self._connect()
         self._writers = [asyncio.create_task(self._writer()) for _ in range(WRITERS)]

@@ -8,14 +8,14 @@ transactions through this layer. asyncpg's prepared-statement cache serves both.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
 import asyncpg
 
-from services.common.db import APP_ROLE, asyncpg_dsn
+from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)")
 RETRY_SQLSTATES = frozenset({"23505", "40001", "40P01"})
@@ -57,17 +57,6 @@ class Row:
         return dict(self._record)
 
 
-class _Scalars:
-    def __init__(self, values: list[Any]) -> None:
-        self._values = values
-
-    def all(self) -> list[Any]:
-        return self._values
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._values)
-
-
 class Result:
     def __init__(self, rows: list[Row]) -> None:
         self.rows = rows
@@ -86,9 +75,6 @@ class Result:
     def scalar(self) -> Any:
         return self.rows[0]._record[0] if self.rows else None
 
-    def scalars(self) -> _Scalars:
-        return _Scalars([r._record[0] for r in self.rows])
-
 
 class Conn:
     def __init__(self, conn: asyncpg.Connection) -> None:
@@ -106,12 +92,6 @@ class Conn:
         return Result([Row(r) for r in records])
 
 
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """The pool's reset on release. Matchmaking leaves no session state (no LISTEN, SET,
-    cursors or session advisory locks), so asyncpg's own step (ROLLBACK of a transaction left
-    open) suffices and the default reset query, one more round trip per acquire, is skipped."""
-
-
 class Database:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
@@ -126,7 +106,7 @@ class Database:
             max_size=max_size,
             server_settings={"role": APP_ROLE, "application_name": application_name},
             command_timeout=STATEMENT_TIMEOUT_S,
-            reset=_keep_session,
+            reset=keep_session,
         )
         return cls(pool)
 

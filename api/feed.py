@@ -129,13 +129,16 @@ def _now_ms() -> int:
 class Subscription:
     """One socket's interest in one match: two wake flags and the newest seq announced."""
 
-    __slots__ = ("chat", "events", "forced", "match_id", "notified_seq")
+    __slots__ = ("chat", "events", "forced", "match_id", "notified_seq", "seen_seq")
 
     def __init__(self, match_id: str) -> None:
         self.match_id = match_id
         self.events = asyncio.Event()
         self.chat = asyncio.Event()
         self.notified_seq = -1
+        # The seq the socket has already been sent (kept by the socket): a notification of
+        # an entry it has (an action's answer brought it) does not wake it.
+        self.seen_seq = -1
         self.forced = False  # fetch on the next wake even if `notified_seq` is not newer
 
     def wake(self) -> None:
@@ -458,7 +461,8 @@ class MatchFeed:
             return
         for sub in self._topics.get(parsed[0], ()):
             sub.notified_seq = max(sub.notified_seq, parsed[1])
-            sub.events.set()
+            if parsed[1] > sub.seen_seq:
+                sub.events.set()
 
     def deliver_chat(self, payload: str) -> None:
         self._heard("chat")

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -48,6 +49,7 @@ from services.engine.contract import (
     MAX_FEED_READS,
     Action,
     ActionAccepted,
+    ActionApplied,
     EventPage,
     FeedRead,
     FeedReads,
@@ -72,6 +74,7 @@ MAX_CHAT_PAGES_PER_WAKE = 4
 RETRY_S = 1.0
 MAX_BEHIND_RETRIES = 3
 BEHIND_RETRY_S = 0.05  # after the engine or the database failed, try again this much later
+ACTION_WAIT_S = 2.0  # a woken socket waits at most this long for an action's answer
 
 PHRASES: tuple[str, ...] = (
     "hola",
@@ -167,6 +170,42 @@ class FeedBatcher:
         self.backends = backends
         self._open: dict[str, list[tuple[int, int, asyncio.Future[SeatFeed]]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # The table sockets this process serves, by match: an action sent through one of them
+        # asks the engine for all their feeds in the same call (see `_Table.act`).
+        self.tables: dict[str, list[_Table]] = {}
+        # Actions in flight per match: a socket woken meanwhile waits for the action's answer,
+        # which carries its feed, instead of reading the same entries a second time.
+        self._acting: dict[str, asyncio.Event] = {}
+
+    def join(self, table: _Table) -> None:
+        self.tables.setdefault(table.match_id, []).append(table)
+
+    def leave(self, table: _Table) -> None:
+        tables = self.tables.get(table.match_id)
+        if tables is not None and table in tables:
+            tables.remove(table)
+            if not tables:
+                del self.tables[table.match_id]
+
+    @contextlib.contextmanager
+    def acting(self, match_id: str) -> Iterator[None]:
+        done = self._acting.get(match_id)
+        if done is None:
+            done = self._acting[match_id] = asyncio.Event()
+        try:
+            yield
+        finally:
+            if self._acting.get(match_id) is done:
+                del self._acting[match_id]
+            done.set()
+
+    async def quiet(self, match_id: str, timeout_s: float) -> None:
+        """Wait (bounded) until no action sent through this process is in flight at the match."""
+        done = self._acting.get(match_id)
+        if done is not None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout_s):
+                    await done.wait()
 
     async def read(self, match_id: str, seat: int, after: int) -> SeatFeed:
         fut: asyncio.Future[SeatFeed] = asyncio.get_running_loop().create_future()
@@ -215,12 +254,18 @@ class FeedBatcher:
 
 
 async def submit(
-    backends: Backends, match_id: str, seat: int, player: str, seq: int, action: Any
-) -> ActionAccepted:
-    body = SubmitAction(seat=seat, seq=seq, action=action, player_id=player)
+    backends: Backends,
+    match_id: str,
+    seat: int,
+    player: str,
+    seq: int,
+    action: Any,
+    reads: list[FeedRead] | None = None,
+) -> ActionApplied:
+    body = SubmitAction(seat=seat, seq=seq, action=action, player_id=player, reads=reads or [])
     return await call(
         "engine",
-        backends.engine.post(f"/internal/matches/{match_id}/actions", body, ActionAccepted),
+        backends.engine.post(f"/internal/matches/{match_id}/actions", body, ActionApplied),
     )
 
 
@@ -296,7 +341,8 @@ async def match_action(
     _check_match_id(match_id)
     backends = get_backends(request.app.state)
     seat, _ = await seat_of(backends, match_id, session.user.id)
-    return await submit(backends, match_id, seat, session.user.id, data.seq, data.action)
+    applied = await submit(backends, match_id, seat, session.user.id, data.seq, data.action)
+    return ActionAccepted(match_id=applied.match_id, seq=applied.seq)
 
 
 @get("/api/matches/{match_id:str}/events", tags=["table"], responses=READ_ERRORS)
@@ -401,6 +447,7 @@ class _Table:
         self.send_lock = asyncio.Lock()
         self.bucket = _Bucket(FRAMES_PER_SECOND, FRAME_BURST)
         self.last_chat_at = 0.0
+        self.seq = 0  # the match seq up to which this socket has been sent every event
 
     async def send(self, value: Any) -> None:
         async with self.send_lock:
@@ -411,36 +458,52 @@ class _Table:
         await self.send({"type": "snapshot", "seq": view.seq, "view": view})
         return view.seq
 
-    async def catch_up(self, seq: int) -> int:
-        """Send the seat's events after `seq` and then its snapshot; returns the new seq."""
-        for _ in range(MAX_PAGES_PER_WAKE):
-            feed = await self.reads.read(self.match_id, self.seat, seq)
-            page = feed.events
-            if page.events:
-                seq = page.events[-1].seq
-                await self.send({"type": "events", "seq": seq, "events": page.events})
-            if page.more:
-                continue
-            if page.events and feed.snapshot is not None:
-                await self.send(
-                    {"type": "snapshot", "seq": feed.snapshot.seq, "view": feed.snapshot}
-                )
-            # The last page: every event up to the match's seq has been sent (or the match's
-            # log is shorter than `seq`, and the seat resumes from the log's end).
-            return page.seq
-        self.sub.wake()  # more pages: read them after the others had their turn
-        return seq
+    async def deliver(self, feed: SeatFeed) -> bool:
+        """Send the part of `feed` this socket has not had: its events after `self.seq` and,
+        on the last page, the seat's view with them in one `update` frame. Feeds may arrive
+        out of order (an action's answer and a woken read): what was sent is never sent again
+        and `self.seq` never goes back. True when `feed` was the last page."""
+        page = feed.events
+        async with self.send_lock:
+            events = page.events
+            if events and events[0].seq <= self.seq:
+                events = [e for e in events if e.seq > self.seq]
+            if events:
+                view = None if page.more else feed.snapshot
+                if view is None:
+                    frame: dict[str, Any] = {
+                        "type": "events", "seq": events[-1].seq, "events": events
+                    }  # fmt: skip
+                else:
+                    frame = {"type": "update", "seq": view.seq, "events": events, "view": view}
+                await self.socket.send_text(_encode(frame))
+                self.seq = max(self.seq, events[-1].seq)
+            if not page.more:
+                self.seq = max(self.seq, page.seq)  # every event up to the match's seq is sent
+            self.sub.seen_seq = self.seq
+        return not page.more
 
-    async def pump_events(self, after: int) -> None:
-        seq = after
+    async def catch_up(self) -> None:
+        """Send the seat's events after `self.seq` and then its view."""
+        for _ in range(MAX_PAGES_PER_WAKE):
+            feed = await self.reads.read(self.match_id, self.seat, self.seq)
+            if await self.deliver(feed):
+                return
+        self.sub.wake()  # more pages: read them after the others had their turn
+
+    async def pump_events(self) -> None:
         behind = 0
         while True:
             woken = await self.sub.wait_events(self.feed.wake_timeout_s)
-            if woken and not self.sub.forced and self.sub.notified_seq <= seq:
-                continue  # nothing new for us (e.g. our own catch-up already covered it)
+            if woken and not self.sub.forced:
+                # An action sent through this gateway brings this socket's feed with its
+                # answer: wait for it rather than read the same entries twice.
+                await self.reads.quiet(self.match_id, ACTION_WAIT_S)
+                if self.sub.notified_seq <= self.seq:
+                    continue  # nothing new for us (an action's answer or our catch-up had it)
             self.sub.forced = False
             try:
-                seq = await self.catch_up(seq)
+                await self.catch_up()
             except ServiceError as exc:
                 if exc.status < 500:
                     raise
@@ -449,12 +512,47 @@ class _Table:
                 continue
             # Announced but not yet readable (should not happen: the engine answers after it
             # applied the entry): look again shortly, a few times, then leave it to the net.
-            if seq < self.sub.notified_seq and behind < MAX_BEHIND_RETRIES:
+            if self.seq < self.sub.notified_seq and behind < MAX_BEHIND_RETRIES:
                 behind += 1
                 await asyncio.sleep(BEHIND_RETRY_S)
                 self.sub.wake()
             else:
                 behind = 0
+
+    async def act(self, frame: WsAction) -> None:
+        """Submit the action; its answer carries the feeds of every socket this gateway serves
+        at the match (this one too), each read for its own seat, which are sent right after
+        the ack: no second engine call, and no wait for the notification."""
+        tables = self.reads.tables.get(self.match_id, [])[:MAX_FEED_READS]
+        if self not in tables:
+            tables = [self, *tables[: MAX_FEED_READS - 1]]
+        reads = [FeedRead(seat=t.seat, after=t.seq) for t in tables]
+        with self.reads.acting(self.match_id):
+            try:
+                applied = await submit(
+                    self.backends, self.match_id, self.seat, self.player, frame.seq,
+                    frame.action, reads,
+                )  # fmt: skip
+            except ServiceError as exc:
+                await self.send(
+                    {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
+                )
+                return
+            await self.send({"type": "ack", "ref": frame.ref, "seq": applied.seq})
+            if len(applied.feeds) != len(tables):
+                return  # not the answer asked for: the notification brings the feeds instead
+            for table, feed in zip(tables, applied.feeds, strict=True):
+                if feed.events.seat != table.seat:
+                    continue  # never another seat's feed
+                if table is self:
+                    if not await self.deliver(feed):
+                        self.sub.wake()
+                    continue
+                try:
+                    if not await table.deliver(feed):
+                        table.sub.wake()
+                except Exception as exc:  # that socket is closing: its own loop ends it
+                    log.debug("table_deliver_failed", error=type(exc).__name__)
 
     async def pump_chat(self) -> None:
         last: int | None = None
@@ -508,16 +606,7 @@ class _Table:
             self.last_chat_at = now
             await post_chat(self.db, self.match_id, self.seat, frame.kind, frame.code)
         else:
-            try:
-                accepted = await submit(
-                    self.backends, self.match_id, self.seat, self.player, frame.seq, frame.action
-                )
-            except ServiceError as exc:
-                await self.send(
-                    {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
-                )
-                return
-            await self.send({"type": "ack", "ref": frame.ref, "seq": accepted.seq})
+            await self.act(frame)
 
     async def receive_loop(self) -> None:
         while True:
@@ -585,20 +674,20 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]
         )
         try:
             await table.send({"type": "hello", "seat": seat, "seq": state.seq})
-            start = after if after is not None and after < state.seq else state.seq
-            first = await reads.read(match_id, seat, start)
-            page = first.events
-            if page.events and not page.more:
-                await table.send(
-                    {"type": "events", "seq": page.events[-1].seq, "events": page.events}
-                )
+            table.seq = after if after is not None and after < state.seq else state.seq
+            first = await reads.read(match_id, seat, table.seq)
             if first.snapshot is None:
-                start = await table.send_snapshot()
+                # Too far behind for one page: the view alone, and the feed from there on.
+                table.seq = await table.send_snapshot()
+            elif first.events.events:
+                await table.deliver(first)  # the missed events and the view, one frame
             else:
-                start = first.snapshot.seq
-                await table.send({"type": "snapshot", "seq": start, "view": first.snapshot})
+                table.seq = first.snapshot.seq
+                await table.send({"type": "snapshot", "seq": table.seq, "view": first.snapshot})
+            sub.seen_seq = table.seq
+            reads.join(table)
             tasks = [
-                asyncio.create_task(table.pump_events(start)),
+                asyncio.create_task(table.pump_events()),
                 asyncio.create_task(table.pump_chat()),
                 asyncio.create_task(table.receive_loop()),
             ]
@@ -613,6 +702,7 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]
                 if failure is not None and not isinstance(failure, WebSocketDisconnect):
                     log.info("table_socket_closed", error=type(failure).__name__)
         finally:
+            reads.leave(table)
             feed.unsubscribe(sub)
             counts[user] = counts.get(user, 1) - 1
             if counts[user] <= 0:

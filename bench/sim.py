@@ -452,7 +452,7 @@ class Seat:
             async for raw in self.ws:
                 msg = _decode_frame(raw)
                 kind = msg.get("type")
-                if kind == "snapshot":
+                if kind in ("snapshot", "update"):
                     view = msg["view"]
                     if view["seq"] >= self.seq:
                         self.view = view

@@ -17,7 +17,7 @@ from services.engine.clock import Clock, RealClock
 from services.engine.contract import (
     MAX_EVENTS_PAGE,
     MAX_WAIT_MS,
-    ActionAccepted,
+    ActionApplied,
     CreateMatch,
     EventPage,
     FeedReads,
@@ -49,7 +49,7 @@ async def create_match(state: State, data: JSONBody[CreateMatch]) -> MatchCreate
 @post("/internal/matches/{match_id:str}/actions", status_code=200)
 async def submit_action(
     state: State, match_id: FromPath[str], data: JSONBody[SubmitAction]
-) -> ActionAccepted:
+) -> ActionApplied:
     return await _engine(state).submit(match_id, data)
 
 

@@ -2,7 +2,9 @@
 
 Routes (all under the service credential):
 - POST /internal/matches                          CreateMatch -> MatchCreated (idempotent on match_id)
-- POST /internal/matches/{match_id}/actions       SubmitAction -> ActionAccepted (409 stale_seq)
+- POST /internal/matches/{match_id}/actions       SubmitAction -> ActionApplied (409 stale_seq;
+  with `reads`, the answer carries those seats' feeds after the action, read in the same actor
+  turn: the gateway forwards them to its sockets at the match without a second call)
 - GET  /internal/matches/{match_id}                -> PublicMatchState
 - GET  /internal/matches/{match_id}/seats/{seat}/view -> SeatSnapshot
 - GET  /internal/matches/{match_id}/seats/{seat}/events?after=SEQ&wait_ms=MS -> EventPage
@@ -38,6 +40,9 @@ StakeTier = Literal["free", "10", "20", "40", "80"]
 NOTIFY_CHANNEL = "engine_events"
 MAX_WAIT_MS = 25_000
 MAX_EVENTS_PAGE = 500
+# A gateway serves at most a few sockets of one match (four seats, a reconnect or a second
+# tab each): a bound on one batched read.
+MAX_FEED_READS = 16
 
 
 class SeatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -119,11 +124,24 @@ class SubmitAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     seq: int  # the match's seq the action was made against
     action: Action
     player_id: str | None = None  # when given, must be the seat's player
+    # Feeds to read right after the action (and its automatic steps), in the same actor turn:
+    # the seats of the caller's sockets at this match and the seq each has seen.
+    reads: Annotated[list[FeedRead], msgspec.Meta(max_length=MAX_FEED_READS)] = msgspec.field(
+        default_factory=list
+    )
 
 
 class ActionAccepted(msgspec.Struct, frozen=True):
     match_id: str
     seq: int  # the match's seq after the action (and any automatic steps it caused)
+
+
+class ActionApplied(msgspec.Struct, frozen=True):
+    """The engine's answer to an action: ActionAccepted plus one SeatFeed per read asked."""
+
+    match_id: str
+    seq: int
+    feeds: list[SeatFeed] = msgspec.field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------ views
@@ -211,11 +229,6 @@ class SeatFeed(msgspec.Struct, frozen=True):
 
     events: EventPage
     snapshot: SeatSnapshot | None
-
-
-# A gateway serves at most a few sockets of one match (four seats, a reconnect or a second
-# tab each): a bound on one batched read.
-MAX_FEED_READS = 16
 
 
 class FeedRead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

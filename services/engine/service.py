@@ -24,7 +24,7 @@ from services.engine.clock import Clock
 from services.engine.contract import (
     MAX_EVENTS_PAGE,
     MAX_WAIT_MS,
-    ActionAccepted,
+    ActionApplied,
     CreateMatch,
     EventPage,
     MatchCreated,
@@ -417,10 +417,14 @@ class Engine:
         m = actor.match
         return MatchCreated(match_id=m.spec.match_id, seq=m.seq, status=m.status)
 
-    async def submit(self, match_id: str, body: SubmitAction) -> ActionAccepted:
+    async def submit(self, match_id: str, body: SubmitAction) -> ActionApplied:
         actor = await self._acquire(match_id)
+        # Checked before the action runs: a bad read refuses the whole request, unchanged.
+        reads = [(r.seat, r.after) for r in body.reads]
+        for seat, _ in reads:
+            self._check_seat(actor, seat)
 
-        async def run() -> ActionAccepted:
+        async def run() -> ActionApplied:
             m = actor.match
             if m.outbox:
                 await actor._flush_outbox()
@@ -433,7 +437,8 @@ class Engine:
             await actor.persist(rec)
             ACTIONS.inc()
             await actor._steps()
-            return ActionAccepted(match_id=match_id, seq=m.seq)
+            feeds = self._read_feeds(actor, reads, MAX_EVENTS_PAGE) if reads else []
+            return ActionApplied(match_id=match_id, seq=m.seq, feeds=feeds)
 
         return await actor.call(run)
 
@@ -504,12 +509,19 @@ class Engine:
         limit = max(1, min(limit, MAX_EVENTS_PAGE))
 
         async def run() -> list[SeatFeed]:
-            m = actor.match
-            out = []
-            for seat, after in reads:
-                events, more = m.events_after(seat, after, limit)
-                page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
-                out.append(SeatFeed(events=page, snapshot=None if more else m.snapshot(seat)))
-            return out
+            return self._read_feeds(actor, reads, limit)
 
         return await actor.call(run)
+
+    @staticmethod
+    def _read_feeds(actor: MatchActor, reads: list[tuple[int, int]], limit: int) -> list[SeatFeed]:
+        """Each (seat, after) read's events and, on the last page, that seat's own snapshot;
+        called inside the actor's turn, so every read sees the same moment."""
+        m = actor.match
+        match_id = m.spec.match_id
+        out = []
+        for seat, after in reads:
+            events, more = m.events_after(seat, after, limit)
+            page = EventPage(match_id=match_id, seat=seat, seq=m.seq, events=events, more=more)
+            out.append(SeatFeed(events=page, snapshot=None if more else m.snapshot(seat)))
+        return out

@@ -73,6 +73,12 @@ export class Table {
     } else if (m.type === "events") {
       for (const e of m.events) this.onEvent(e);
       this.seq = Math.max(this.seq, m.seq);
+    } else if (m.type === "update") {
+      // The new events and this seat's view after them, in one frame.
+      for (const e of m.events) this.onEvent(e);
+      this.seq = m.seq;
+      this.view = m.view;
+      this.render();
     } else if (m.type === "snapshot") {
       this.seq = m.seq;
       this.view = m.view;

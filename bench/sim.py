@@ -49,6 +49,8 @@ DEPOSIT_CENTS = 1_000_000
 PASSWORD = "load-test-password"
 SERVICE_NAMES = ("ledger", "engine", "matchmaking", "gateway")
 REPLICA_STRIDE = 100
+POLL_MIN_S = 0.05  # a table's status is polled after this long, then twice as long, ...
+POLL_MAX_S = 0.4
 
 
 class SimError(Exception):
@@ -325,6 +327,7 @@ class Stats:
     http_retries: int = 0
     matches_started: int = 0
     matches_over: int = 0
+    lobby_polls: int = 0
     live_tables: int = 0
     error_samples: list[str] = field(default_factory=list)
     last_ack_at: float = 0.0
@@ -582,11 +585,15 @@ class TableDriver:
         if r.status_code != 200:
             raise SimError(f"join by code: {r.status_code} {r.text[:200]}")
         match_id = r.json().get("match_id")
-        # No event tells an HTTP client that the table started: poll its status, bounded.
+        # No event tells an HTTP client that the table started: poll its status, bounded;
+        # backing off, as every poll costs the gateway a signed-in request.
+        delay_s = POLL_MIN_S
         for _ in range(600):
             if match_id or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(delay_s)
+            delay_s = min(POLL_MAX_S, delay_s * 2)
+            self.stats.lobby_polls += 1
             r = await call(
                 client, "GET", f"/api/lobby/tables/{table['table_id']}", a, self.stats, deadline
             )

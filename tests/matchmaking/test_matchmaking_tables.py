@@ -371,3 +371,27 @@ def test_operator_config_file_narrows_the_offer(tmp_path, internal_secret):
     )
     with pytest.raises(ConfigError, match="MESA_MATCHMAKING_CONFIG"):
         load_config(missing)
+
+
+async def test_quick_join_route_refuses_bad_requests_like_every_route(db, internal_secret):
+    """Quick join is answered ahead of Litestar's router: the same credential check and the
+    same {"error", "detail"} refusals, and nothing held."""
+    import httpx
+
+    async with stack(db, internal_secret) as s:
+        count = "SELECT count(*) FROM matchmaking.reservations"
+        before = (await s.fetch(count))[0][0], await s.open_holds()
+        # A body that is not a QuickJoin (a heartbeat has no kind or tier).
+        err = await refused(
+            s.mm.post("/v1/join/quick", c.Heartbeat(table_id="t", player_id="p"), c.JoinResult)
+        )
+        assert (err.status, err.code) == (400, "invalid_request")
+        err = await refused(s.mm.get("/v1/join/quick", c.JoinResult))
+        assert (err.status, err.code) == (405, "method_not_allowed")
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=s.app), base_url="http://mm"
+        ) as raw:
+            answer = await raw.post("/v1/join/quick", content=b"{}")
+        assert answer.status_code == 401
+        assert answer.json()["error"] == "unauthorized"
+        assert ((await s.fetch(count))[0][0], await s.open_holds()) == before

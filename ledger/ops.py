@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +91,10 @@ def plain_dsn(url: str) -> str:
 def map_error(exc: asyncpg.PostgresError) -> LedgerError:
     state = getattr(exc, "sqlstate", "") or ""
     message = getattr(exc, "message", str(exc))
-    detail = getattr(exc, "detail", None) or message
+    return map_sqlstate(state, message, getattr(exc, "detail", None) or message)
+
+
+def map_sqlstate(state: str, message: str, detail: str) -> LedgerError:
     if state.startswith("LD") and state[2:].isdigit():
         return LedgerError(int(state[2:]), message, detail)
     if state == "23514":  # a CHECK constraint: the balance floor held even if a check was missed
@@ -119,6 +122,8 @@ class Ledger:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
+        # What runs an operation: this one alone, or a `ledger.batch.GroupCommit`'s `call`.
+        self.runner: Callable[..., Awaitable[str]] = self.call_raw
 
     @classmethod
     async def connect(
@@ -174,7 +179,7 @@ class Ledger:
         raise LedgerUnavailable(f"database unavailable: {type(last).__name__}: {last}")
 
     async def _call(self, operation: str, *args: Any) -> EntryResult:
-        return decode_result(await self.call_raw(operation, *args))
+        return decode_result(await self.runner(operation, *args))
 
     # --- the operations -------------------------------------------------------------------
 

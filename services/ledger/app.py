@@ -17,12 +17,14 @@ from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery
 
 from ledger import chain, reports
+from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
 from services.common.app import create_service_app
 from services.common.config import Settings
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
+from services.common.metrics import LEDGER_POSTINGS
 from services.ledger.contract import (
     DepositRequest,
     HoldRequest,
@@ -67,13 +69,16 @@ async def _body(request: Request[Any, Any, Any], kind: type[T]) -> T:
 
 
 async def _run(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
+    group: GroupCommit = state.group_commit
     try:
-        raw = await _ledger(state).call_raw(operation, *args)
+        raw = await group.call(operation, *args)
     except LedgerError as exc:
         if exc.status >= 500:
             log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
             raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
         raise ServiceError(exc.status, exc.code, exc.detail) from None
+    if '"replayed"' not in raw:
+        LEDGER_POSTINGS.labels(operation).inc()
     return _json(raw)
 
 
@@ -316,6 +321,7 @@ def create_app(
         app.state.ledger = await Ledger.connect(
             settings.database_url, min_size=2, max_size=pool_size, application_name="mesa-ledger"
         )
+        app.state.group_commit = GroupCommit(app.state.ledger)
         if seal_in_background:
             app.state.sealer = asyncio.create_task(_sealer(app))
 
@@ -325,6 +331,9 @@ def create_app(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        group: GroupCommit | None = app.state.get("group_commit")
+        if group is not None:
+            await group.close()
         ledger: Ledger | None = app.state.get("ledger")
         if ledger is not None:
             await ledger.close()

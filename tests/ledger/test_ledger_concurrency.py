@@ -12,10 +12,10 @@ import pytest
 from ledger_helpers import funded, key, superuser
 
 from ledger import reports
+from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import APP_ROLE, SQL, Ledger, Seat, Winner, plain_dsn
 
-PLAYERS = [f"cc_p{i}" for i in range(6)]
 WORKERS = 24
 OPS_PER_WORKER = 40
 
@@ -29,18 +29,28 @@ async def ledger(url: str) -> AsyncIterator[Ledger]:
         await ledger.close()
 
 
-async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> None:
-    for p in PLAYERS:
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "group_commit"])
+async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str, grouped: bool) -> None:
+    """Alone: every operation its own call. Group commit: as the service runs them, several
+    to a transaction (`ledger.post_batch`), which must keep the same guarantees, deadlocks
+    included: a batch takes its row locks in the one global order too."""
+    group = GroupCommit(ledger) if grouped else None
+    if group is not None:
+        ledger.runner = group.call
+    tag = "ccg" if grouped else "cc"  # one database for the module: ids of their own
+    hot = f"{tag}-hot"
+    players = [f"{tag}_p{i}" for i in range(6)]
+    for p in players:
         await funded(ledger, p, 2_000)
     # a hot match everybody tries to settle or void at once
-    for seat, p in enumerate(PLAYERS[:4]):
-        await ledger.hold(key(), p, f"cc-hot-r{seat}", 100)
+    for seat, p in enumerate(players[:4]):
+        await ledger.hold(key(), p, f"{hot}-r{seat}", 100)
     await ledger.start_match(
         key(),
-        "cc-hot",
+        hot,
         "gold",
         "cubana",
-        [Seat(s, p, f"cc-hot-r{s}") for s, p in enumerate(PLAYERS[:4])],
+        [Seat(s, p, f"{hot}-r{s}") for s, p in enumerate(players[:4])],
     )
     unexpected: list[str] = []
     closings: list[str] = []
@@ -48,12 +58,12 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
 
     async def worker(w: int) -> None:
         for i in range(OPS_PER_WORKER):
-            player = rng.choice(PLAYERS)
-            other = rng.choice([p for p in PLAYERS if p != player])
+            player = rng.choice(players)
+            other = rng.choice([p for p in players if p != player])
             op = rng.random()
             try:
                 if op < 0.45:
-                    r = f"cc-w{w}-{i}"
+                    r = f"{tag}-w{w}-{i}"
                     await ledger.hold(key(), player, r, rng.randint(1, 400))
                     if rng.random() < 0.5:
                         await ledger.release(key(), r)
@@ -63,7 +73,7 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
                     await ledger.deposit(key(), player, rng.randint(1, 300))
                 elif op < 0.8:
                     # a two-seat match between two players, settled at once
-                    m = f"cc-m{w}-{i}"
+                    m = f"{tag}-m{w}-{i}"
                     await ledger.hold(key(), player, m + "-a", 50)
                     await ledger.hold(key(), other, m + "-b", 50)
                     await ledger.start_match(
@@ -76,10 +86,10 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
                     await ledger.settle_match(key(), m, [Winner(rng.choice([player, other]))], 1000)
                 else:
                     if rng.random() < 0.5:
-                        await ledger.settle_match(key(), "cc-hot", [Winner(PLAYERS[w % 4])], 1000)
+                        await ledger.settle_match(key(), hot, [Winner(players[w % 4])], 1000)
                         closings.append("settle")
                     else:
-                        await ledger.void_match(key(), "cc-hot")
+                        await ledger.void_match(key(), hot)
                         closings.append("void")
             except LedgerError as exc:
                 if exc.code not in (
@@ -92,6 +102,9 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
 
     await asyncio.gather(*(worker(w) for w in range(WORKERS)))
     assert unexpected == []
+    if group is not None:
+        # the run really grouped operations (24 workers on 2 call slots)
+        assert group.operations > group.batches * 2, (group.operations, group.batches)
     assert len(closings) == 1, closings  # the hot pot closed exactly once
 
     admin = await superuser(url)
@@ -102,7 +115,8 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str) -> No
         )
         assert negative == 0
         closes = await admin.fetchval(
-            "SELECT count(*) FROM ledger.entries WHERE match_id = 'cc-hot' AND kind IN ('settle', 'void')"
+            "SELECT count(*) FROM ledger.entries WHERE match_id = $1 AND kind IN ('settle', 'void')",
+            hot,
         )
         assert closes == 1
         deadlocks = await admin.fetchval(

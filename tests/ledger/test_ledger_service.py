@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -239,3 +240,40 @@ async def test_refusals_map_to_4xx(client: AsyncTestClient[Any]) -> None:
         400,
         "invalid_request",
     )
+
+
+async def test_posting_requests_go_through_group_commit(client: AsyncTestClient[Any]) -> None:
+    """Posting requests run through the service's group commit (its batching itself is tested
+    in test_ledger_batch.py: this test client hands requests to the app one at a time); each
+    gets its own answer, and a refused one posts nothing."""
+    entry(
+        await client.post(
+            "/v1/deposits",
+            json={"idempotency_key": key(), "player": "svc_gc", "amount": 1000, "reference": "r"},
+        )
+    )
+    group = client.app.state.group_commit
+    operations = group.operations
+
+    def hold(i: int, amount: int) -> Any:
+        body = {
+            "idempotency_key": f"svc-gc-{i}",
+            "player": "svc_gc",
+            "reservation_id": f"svc-gc-r{i}",
+            "amount": amount,
+            "table_id": "t",
+        }
+        return client.post("/v1/holds", json=body)
+
+    # 12 holds of 100 against 1000: exactly 10 fit
+    responses = await asyncio.gather(*(hold(i, 100) for i in range(12)))
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200] * 10 + [422] * 2, [r.text for r in responses]
+    for r in responses:
+        if r.status_code == 422:
+            refusal(r, 422, "insufficient_funds")
+    assert group.operations - operations == 12
+    wallet = msgspec.json.decode(
+        (await client.get("/v1/wallets/svc_gc")).content, type=WalletBalance
+    )
+    assert wallet.balance == 0

@@ -1,0 +1,187 @@
+"""Group commit: concurrent posting operations share one transaction (`ledger.post_batch`).
+
+Why: on a small machine most of a posting's cost is per transaction and per round trip (the
+network hop, the snapshot, the commit record, the WAL flush, the driver's work per call), not
+the posting itself. While the database is busy with earlier calls, the requests that arrive
+wait in a queue; as soon as a call slot frees up, everything waiting (up to `max_batch`) goes
+in one call. Under light load a request goes alone, at once, through the plain one-operation
+call, so batching never adds latency of its own: nothing waits on a timer.
+
+Each operation stays all or nothing in its own subtransaction (see migration 0005), and its
+caller is answered only after the shared commit. An operation refused by a rule (insufficient
+funds, a closed pot, ...) gets its refusal; one that hit a transient conflict (a deadlock, a
+unique-key race with a concurrent request with the same key) is retried alone through
+`Ledger.call_raw`, which has the retry loop; so is every operation of a batch whose call failed
+as a whole (a cut connection: the idempotency keys make the retry safe, whatever was
+committed).
+
+Deadlocks: every operation locks its accounts in ascending id order. A batch locks the
+accounts of all its operations up front, in one ascending-id statement, before any operation
+runs (migration 0005), so it keeps the one global order too. What remains is a wait on a
+unique key (two batches inserting the same idempotency key or reservation at once, i.e. a
+client retrying while its first request is still in flight); PostgreSQL detects such a cycle
+and the operation is retried alone, so the caller never sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import asyncpg
+import msgspec
+
+from ledger.errors import LedgerUnavailable
+from ledger.ops import _CONNECTION_ERRORS, _OPERATION_CALL, _RETRY_SQLSTATES, Ledger, map_sqlstate
+
+# Must not exceed MAX_BATCH in migration 0005 (the function refuses a longer batch).
+MAX_BATCH = 32
+# Calls in flight at once. Two keep the database busy while the next batch gathers; more
+# split the queue into smaller batches, each paying a transaction again.
+MAX_IN_FLIGHT = 2
+# Operations waiting for a call slot; beyond this, refuse (503) rather than queue without bound.
+MAX_PENDING = 4096
+
+# What `ledger.post_batch` runs (corrections are rare and always go alone).
+BATCHED = frozenset({"hold", "release", "start", "settle", "void", "deposit", "withdraw"})
+_BATCH_SQL = "SELECT ledger.post_batch($1::text[], $2::text[])"
+
+
+class _Error(msgspec.Struct):
+    sqlstate: str
+    message: str
+    detail: str | None = None
+
+
+_decode_error = msgspec.json.Decoder(_Error).decode
+_encode = msgspec.json.encode
+
+
+class _Op:
+    __slots__ = ("operation", "args", "future")
+
+    def __init__(self, operation: str, args: tuple[Any, ...], future: asyncio.Future[str]):
+        self.operation = operation
+        self.args = args
+        self.future = future
+
+    def json_args(self) -> str:
+        return _encode([a.hex() if isinstance(a, bytes) else a for a in self.args]).decode()
+
+
+class GroupCommit:
+    """Runs `Ledger` operations, several to a transaction when they arrive together."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        max_batch: int = MAX_BATCH,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        max_pending: int = MAX_PENDING,
+    ) -> None:
+        if not 1 <= max_batch <= MAX_BATCH:
+            raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
+        if max_in_flight < 1 or max_pending < 1:
+            raise ValueError("max_in_flight and max_pending must be positive")
+        self.ledger = ledger
+        self.max_batch = max_batch
+        self.max_in_flight = max_in_flight
+        self.max_pending = max_pending
+        self._pending: list[_Op] = []
+        self._in_flight = 0
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.batches = 0
+        self.operations = 0
+
+    async def call(self, operation: str, *args: Any) -> str:
+        """The operation's result document (JSON text), as `Ledger.call_raw` returns it."""
+        if operation not in BATCHED:
+            return await self.ledger.call_raw(operation, *args)
+        if len(self._pending) >= self.max_pending:
+            raise LedgerUnavailable("too many ledger operations waiting; retry")
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending.append(_Op(operation, args, future))
+        self._start_calls()
+        # A caller that goes away cancels only its own future, never the shared call.
+        return await future
+
+    async def close(self) -> None:
+        """Wait for the calls in flight (new ones may still start from the queue)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _start_calls(self) -> None:
+        while self._pending and self._in_flight < self.max_in_flight:
+            ops = self._pending[: self.max_batch]
+            del self._pending[: self.max_batch]
+            self._in_flight += 1
+            task = asyncio.create_task(self._run(ops))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, ops: list[_Op]) -> None:
+        try:
+            self.batches += 1
+            self.operations += len(ops)
+            if len(ops) == 1:
+                await self._alone(ops[0])
+            else:
+                await self._together(ops)
+        finally:
+            self._in_flight -= 1
+            self._start_calls()
+
+    async def _alone(self, op: _Op) -> None:
+        try:
+            raw = await self.ledger.call_raw(op.operation, *op.args)
+        except BaseException as exc:  # the caller gets it, whatever it is
+            _fail(op, exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            _succeed(op, raw)
+
+    async def _together(self, ops: list[_Op]) -> None:
+        token = _OPERATION_CALL.set(True)
+        try:
+            async with self.ledger.pool.acquire() as conn:
+                answers: list[str] = await conn.fetchval(
+                    _BATCH_SQL, [op.operation for op in ops], [op.json_args() for op in ops]
+                )
+        except (asyncpg.PostgresError, *_CONNECTION_ERRORS):
+            # Outcome unknown or nothing done: each operation again, alone, by its key.
+            answers = []
+        finally:
+            _OPERATION_CALL.reset(token)
+        if len(answers) != len(ops):
+            await asyncio.gather(*(self._alone(op) for op in ops))
+            return
+        retry: list[_Op] = []
+        for op, answer in zip(ops, answers, strict=True):
+            if not answer.startswith("!"):
+                _succeed(op, answer)
+                continue
+            error = _decode_error(answer[1:])
+            if error.sqlstate in _RETRY_SQLSTATES:
+                retry.append(op)
+            else:
+                _fail(
+                    op, map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
+                )
+        if retry:
+            await asyncio.gather(*(self._alone(op) for op in retry))
+
+
+def _succeed(op: _Op, raw: str) -> None:
+    if not op.future.done():
+        op.future.set_result(raw)
+
+
+def _fail(op: _Op, exc: BaseException) -> None:
+    if op.future.done():
+        return
+    if isinstance(exc, Exception):
+        op.future.set_exception(exc)
+    else:
+        op.future.cancel()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import tempfile
 import time
@@ -46,6 +47,21 @@ from bench.sim import (
 P99_LIMIT_MS = 100.0
 WARMUP_S = 5.0
 HTTP_CONNECTIONS = 32  # per gateway
+GC_THRESHOLDS = (50_000, 50, 100)  # the load generator's (defaults 700, 10, 10)
+
+
+class GcPauses:
+    """The load generator's own garbage-collector pauses (each one stalls every table)."""
+
+    def __init__(self) -> None:
+        self.pauses_ms: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif len(self.pauses_ms) < 1_000_000:
+            self.pauses_ms.append((time.perf_counter() - self._started) * 1000)
 
 
 def _own_cpu_s() -> float:
@@ -110,13 +126,18 @@ async def run_size(
                     lags_ms.append(max(0.0, late_ms))
 
         lagger = asyncio.create_task(loop_lag())
+        pauses = GcPauses()
+        gc.callbacks.append(pauses)
 
         # Stagger the starts over the warm-up so the tables do not all act in the same instant.
         async def staggered(d: TableDriver) -> None:
             await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
             await d.run(Schedule(stop_at, deadline))
 
-        await asyncio.gather(*(staggered(d) for d in drivers))
+        try:
+            await asyncio.gather(*(staggered(d) for d in drivers))
+        finally:
+            gc.callbacks.remove(pauses)
         finished_at = time.monotonic()
         sampler.cancel()
         lagger.cancel()
@@ -150,6 +171,10 @@ async def run_size(
                 "p50": round(percentile(lags_ms, 0.50), 2),
                 "p99": round(percentile(lags_ms, 0.99), 2),
                 "max": round(lags_ms[-1], 2) if lags_ms else 0.0,
+            },
+            "load_generator_gc_pause_ms": {
+                "count": len(pauses.pauses_ms),
+                "max": round(max(pauses.pauses_ms, default=0.0), 2),
             },
             "errors": errors,
             "error_codes": dict(stats.errors),
@@ -205,6 +230,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             platform.database_url, platform.gateway_urls[0], 2 * max(sizes), "ld"
         )
         print(f"load: {len(players)} players ready in {time.monotonic() - t0:.1f} s", flush=True)
+        # Everything alive now (players, clients, modules) lives for the whole run: out of the
+        # collector's reach. And rarer collections: each full pass stalls every simulated table
+        # at once (measured: pauses up to ~250 ms at 250 tables with the default thresholds),
+        # which the client-observed latency would charge to the platform.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(*GC_THRESHOLDS)
         records: dict[str, MatchRecord] = {}
         runs: list[dict[str, Any]] = []
         for size in sizes:

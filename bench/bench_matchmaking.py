@@ -16,9 +16,10 @@ Reported: seated players per second counting only players at tables that filled 
 join latency p50/p99, errors, CPU per join of each process. Results:
 bench/results/matchmaking.json.
 
-`BENCH_MATCHMAKING_PG_PROFILE=1` also loads pg_stat_statements (nested statements tracked) and
-`track_functions = all` and reports where PostgreSQL's time went per join: each function's
-self/total time and the costliest statements, top level or inside functions. That profiling
+`BENCH_MATCHMAKING_PG_PROFILE=1` also loads pg_stat_statements (nested statements and planning
+tracked) and `track_functions = all` and reports where PostgreSQL's time went per join: each
+function's self/total time and the costliest statements, top level or inside functions, with
+their planning time and plannings per call. That profiling
 costs CPU itself, so its throughput is not comparable with a plain run.
 """
 
@@ -318,6 +319,9 @@ def _enable_profile(server: EmbeddedPostgres) -> None:
         conf.write(
             "shared_preload_libraries = 'pg_stat_statements'\n"
             "pg_stat_statements.track = 'all'\n"
+            # Planning counted per statement: a statement planned on every call (a custom plan
+            # preferred to the cached generic one) shows plans_per_call 1 (see mm0013).
+            "pg_stat_statements.track_planning = on\n"
             "track_functions = 'all'\n"
         )
 
@@ -342,7 +346,7 @@ async def _profile(url: str, joins: int) -> dict[str, Any]:
             "FROM pg_stat_user_functions ORDER BY self_time DESC"
         )
         statements = await conn.fetch(
-            "SELECT toplevel, calls, total_exec_time, rows, "
+            "SELECT toplevel, calls, plans, total_exec_time, total_plan_time, rows, "
             "shared_blks_hit + shared_blks_read AS blocks, "
             "regexp_replace(query, '\\s+', ' ', 'g') AS query "
             "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $1",
@@ -363,7 +367,9 @@ async def _profile(url: str, joins: int) -> dict[str, Any]:
         "statements_ms_per_join": [
             {
                 "ms": round(s["total_exec_time"] / per, 3),
+                "plan_ms": round(s["total_plan_time"] / per, 3),
                 "calls_per_join": round(s["calls"] / per, 2),
+                "plans_per_call": round(s["plans"] / max(1, s["calls"]), 2),
                 "blocks_per_call": round(s["blocks"] / max(1, s["calls"]), 1),
                 "top": s["toplevel"],
                 "query": s["query"][:160],

@@ -154,6 +154,17 @@ class _RawClient:
             self.writer.close()
 
 
+def _commit_counters(base: str) -> tuple[float, float]:
+    """(database calls, operations) of the service's group commit so far."""
+    text = httpx.get(base + "/metrics", timeout=5).text
+    found = dict(
+        re.findall(r"^(mesa_ledger_commit_(?:calls|operations))_total ([0-9.e+]+)$", text, re.M)
+    )
+    return float(found.get("mesa_ledger_commit_calls", 0)), float(
+        found.get("mesa_ledger_commit_operations", 0)
+    )
+
+
 async def _http_run(
     base: str, port: int, secret: bytes, kind: str, clients: int, counter: list[int], client: str
 ) -> dict[str, Any]:
@@ -221,9 +232,11 @@ async def _http_run(
                 if raw is not None:
                     await raw.close()
 
+        calls_before, ops_before = _commit_counters(base)
         began = time.perf_counter()
         await asyncio.gather(*(one(c) for c in range(clients)))
         elapsed = time.perf_counter() - began
+        calls_after, ops_after = _commit_counters(base)
         if internal is not None:
             await internal.aclose()
     latencies.sort()
@@ -236,6 +249,10 @@ async def _http_run(
         "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
+        # the group commit: operations per database transaction
+        "operations_per_commit": round(
+            (ops_after - ops_before) / max(1.0, calls_after - calls_before), 2
+        ),
     }
 
 
@@ -336,7 +353,7 @@ def main() -> dict[str, Any]:
                     print(
                         f"{kind:6} clients={clients:2} {client:5}: service {res['per_s']:8.1f}/s "
                         f"p50 {res['p50_ms']:7.2f} ms p99 {res['p99_ms']:7.2f} ms "
-                        f"errors {res['errors']} | pgbench {pgb['per_s']:8.1f}/s "
+                        f"errors {res['errors']} ops/commit {res['operations_per_commit']} | pgbench {pgb['per_s']:8.1f}/s "
                         f"(avg {pgb['latency_avg_ms']} ms) | ratio {ratio:.2f}",
                         flush=True,
                     )

@@ -36,14 +36,13 @@ from ledger.ops import _CONNECTION_ERRORS, _OPERATION_CALL, _RETRY_SQLSTATES, Le
 
 # Must not exceed MAX_BATCH in migration 0005 (the function refuses a longer batch).
 MAX_BATCH = 32
-# Calls in flight at once. Two keep the database busy while the next batch gathers; more
-# split the queue into smaller batches, each paying a transaction again.
-MAX_IN_FLIGHT = 2
+# Calls in flight at once, at most; see `_start_calls` for when more than one runs.
+MAX_IN_FLIGHT = 4
 # Operations waiting for a call slot; beyond this, refuse (503) rather than queue without bound.
 MAX_PENDING = 4096
 
-# What `ledger.post_batch` runs (corrections are rare and always go alone).
-BATCHED = frozenset({"hold", "release", "start", "settle", "void", "deposit", "withdraw"})
+# What `ledger.post_batch` runs: the table's money; cashier work is rare and goes alone.
+BATCHED = frozenset({"hold", "release", "start", "settle", "void"})
 _BATCH_SQL = "SELECT ledger.post_batch($1::text[], $2::text[])"
 
 
@@ -93,6 +92,7 @@ class GroupCommit:
         self._tasks: set[asyncio.Task[None]] = set()
         self.batches = 0
         self.operations = 0
+        self.most_in_flight = 0
 
     async def call(self, operation: str, *args: Any) -> str:
         """The operation's result document (JSON text), as `Ledger.call_raw` returns it."""
@@ -112,10 +112,18 @@ class GroupCommit:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _start_calls(self) -> None:
-        while self._pending and self._in_flight < self.max_in_flight:
+        # One call at a time while the queue is short: the requests that arrive meanwhile form
+        # the next batch, and larger batches cost the database less per operation. A further
+        # call slot opens only when a full batch is waiting (the database then has work for
+        # more than one backend).
+        while self._pending and (
+            self._in_flight == 0
+            or (self._in_flight < self.max_in_flight and len(self._pending) >= self.max_batch)
+        ):
             ops = self._pending[: self.max_batch]
             del self._pending[: self.max_batch]
             self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
             task = asyncio.create_task(self._run(ops))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)

@@ -57,7 +57,7 @@ async def test_one_batch_keeps_each_outcome(ledger: Ledger, url: str) -> None:
     group = GroupCommit(ledger, max_in_flight=1)
     k1 = key()
     calls = [
-        ("deposit", ledger.deposit_args(key(), "bt_x", 7, "USD", "first, alone")),
+        ("hold", ledger.hold_args(key(), "bt_x", "bt-r0", 7, "USD", "first, alone")),
         ("hold", ledger.hold_args(k1, "bt_rich", "bt-r1", 100, "USD", "t1")),
         ("hold", ledger.hold_args(key(), "bt_poor", "bt-r2", 100, "USD", "t1")),
         ("hold", ledger.hold_args(k1, "bt_rich", "bt-r1", 100, "USD", "t1")),
@@ -85,11 +85,11 @@ async def test_one_batch_keeps_each_outcome(ledger: Ledger, url: str) -> None:
     _refused(out[9], 409, "match_already_settled")
     _posted(out[10])
 
-    # deposit, hold, settlement, release: four entries; every refusal posted nothing
+    # two holds, the settlement, the release: four entries; every refusal posted nothing
     assert await entry_count(url) == before + 4
     assert await balance(ledger, "wallet:bt_poor") == 50
     assert await balance(ledger, "wallet:bt_rich") == 900  # staked 100, the hold released
-    assert await balance(ledger, "wallet:bt_x") == 900 + 7 + 180  # pot 200 less 10%
+    assert await balance(ledger, "wallet:bt_x") == 900 - 7 + 180  # pot 200 less 10%
     assert await balance(ledger, "hold:bt-r1") == 0
 
 

@@ -8,7 +8,7 @@ error in its slot of the answer; the others commit together, and nothing is ackn
 caller before that commit. What a batch saves is the per-transaction cost: one round trip,
 one snapshot, one commit record and one WAL flush for the whole group instead of one each.
 
-Corrections (`reverse_entry`) are rare cashier work and always run alone.
+Cashier work (deposits, withdrawals, corrections) is rare and always runs alone.
 
 Arguments travel as one JSON array per operation (the bytea request hash as hex), decoded
 inside the operation's block so that a malformed one fails only its own slot. An answer slot
@@ -36,44 +36,6 @@ depends_on = None
 
 MAX_BATCH = 32
 
-BATCH_ACCOUNTS = r"""
--- The existing accounts one operation will lock (what each operation finds before its own
--- ledger._lock call). Only a hint for post_batch's up-front lock: a missing id costs no
--- correctness, since each operation still locks what it posts to.
-CREATE FUNCTION ledger._batch_accounts(p_op text, a jsonb) RETURNS bigint[]
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce(array_agg(id), ARRAY[]::bigint[]) FROM (
-    SELECT id FROM ledger.accounts
-    WHERE p_op IN ('hold', 'deposit', 'withdraw') AND code = 'wallet:' || (a->>2)
-    UNION ALL
-    SELECT id FROM ledger.accounts
-    WHERE p_op IN ('deposit', 'withdraw') AND kind = 'cashier' AND currency = a->>4
-    UNION ALL
-    SELECT x.id FROM ledger.accounts h
-    JOIN ledger.accounts w ON w.code = 'wallet:' || h.player,
-    LATERAL (VALUES (h.id), (w.id)) x(id)
-    WHERE p_op = 'release' AND h.code = 'hold:' || (a->>2)
-    UNION ALL
-    SELECT id FROM ledger.accounts
-    WHERE p_op = 'start'
-      AND code IN (SELECT 'hold:' || r FROM jsonb_array_elements_text(a->8) r)
-    UNION ALL
-    SELECT account_id FROM ledger.pots WHERE p_op IN ('settle', 'void') AND match_id = a->>2
-    UNION ALL
-    SELECT id FROM ledger.accounts
-    WHERE p_op = 'settle' AND code = 'house:commission:' ||
-          lpad((get_byte(sha256(convert_to(a->>2, 'UTF8')), 0) % __SHARDS__)::text, 2, '0')
-    UNION ALL
-    SELECT wallet_id FROM ledger.stakes
-    WHERE p_op = 'void' AND match_id = a->>2
-    UNION ALL
-    SELECT wallet_id FROM ledger.stakes
-    WHERE p_op = 'settle' AND match_id = a->>2
-      AND player IN (SELECT jsonb_array_elements_text(a->3))
-  ) s
-$$
-"""
-
 POST_BATCH = r"""
 CREATE FUNCTION ledger.post_batch(p_ops text[], p_args text[]) RETURNS text[]
 LANGUAGE plpgsql AS $$
@@ -82,6 +44,7 @@ DECLARE
   v_out text[] := ARRAY[]::text[];
   v text;
   a jsonb;
+  v_ids bigint[];
   v_state text; v_message text; v_detail text;
 BEGIN
   IF v_n <> coalesce(cardinality(p_args), 0) OR v_n > __MAX_BATCH__ THEN
@@ -95,10 +58,44 @@ BEGIN
   -- deadlock with each other or with single operations over accounts. (The operations'
   -- own _lock calls are then no-ops.) The arguments come from the service's own encoder;
   -- a malformed list fails the whole call, and the service then runs each operation alone.
-  PERFORM 1 FROM ledger.accounts
-  WHERE id IN (SELECT unnest(ledger._batch_accounts(p_ops[i], p_args[i]::jsonb))
-               FROM generate_subscripts(p_ops, 1) i)
-  ORDER BY id FOR NO KEY UPDATE;
+  -- (One statement for the whole batch: what each operation finds before its own _lock.
+  -- A missing id costs no correctness, since each operation still locks what it posts to.)
+  v_ids := ARRAY(
+  WITH x AS MATERIALIZED (
+    SELECT u.op, u.a::jsonb AS a FROM unnest(p_ops, p_args) AS u(op, a)
+  ), ids AS (
+    SELECT w.id FROM x, LATERAL (
+      SELECT id FROM ledger.accounts WHERE code = 'wallet:' || (x.a->>2)) w
+    WHERE x.op = 'hold'
+    UNION ALL
+    SELECT v.id FROM x, LATERAL (
+      SELECT h.id AS hold_id, w.id AS wallet_id FROM ledger.accounts h
+      JOIN ledger.accounts w ON w.code = 'wallet:' || h.player
+      WHERE h.code = 'hold:' || (x.a->>2)) hw, LATERAL (VALUES (hw.hold_id), (hw.wallet_id)) v(id)
+    WHERE x.op = 'release'
+    UNION ALL
+    SELECT h.id FROM x, LATERAL (
+      SELECT id FROM ledger.accounts
+      WHERE code = ANY(ARRAY(SELECT 'hold:' || r FROM jsonb_array_elements_text(x.a->8) r))) h
+    WHERE x.op = 'start'
+    UNION ALL
+    SELECT p.account_id FROM x, LATERAL (
+      SELECT account_id FROM ledger.pots WHERE match_id = x.a->>2) p
+    WHERE x.op IN ('settle', 'void')
+    UNION ALL
+    SELECT c.id FROM x, LATERAL (
+      SELECT id FROM ledger.accounts
+      WHERE code = 'house:commission:' ||
+            lpad((get_byte(sha256(convert_to(x.a->>2, 'UTF8')), 0) % __SHARDS__)::text, 2, '0')) c
+    WHERE x.op = 'settle'
+    UNION ALL
+    SELECT s.wallet_id FROM x, LATERAL (
+      SELECT wallet_id, player FROM ledger.stakes WHERE match_id = x.a->>2) s
+    WHERE x.op = 'void'
+       OR (x.op = 'settle' AND s.player IN (SELECT jsonb_array_elements_text(x.a->3)))
+  )
+  SELECT id FROM ids);
+  PERFORM 1 FROM ledger.accounts WHERE id = ANY(v_ids) ORDER BY id FOR NO KEY UPDATE;
   FOR i IN 1 .. v_n LOOP
     BEGIN
       a := p_args[i]::jsonb;
@@ -117,10 +114,6 @@ BEGIN
           ARRAY(SELECT jsonb_array_elements_text(a->4)::int),
           (a->>5)::int)
         WHEN 'void' THEN ledger.void_match(a->>0, decode(a->>1, 'hex'), a->>2, a->>3)
-        WHEN 'deposit' THEN ledger.deposit(a->>0, decode(a->>1, 'hex'), a->>2,
-                                           (a->>3)::bigint, a->>4, a->>5)
-        WHEN 'withdraw' THEN ledger.withdraw(a->>0, decode(a->>1, 'hex'), a->>2,
-                                             (a->>3)::bigint, a->>4, a->>5)
       END::text;
       IF v IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LD400', MESSAGE = 'unknown_operation',
@@ -144,17 +137,18 @@ COMMISSION_SHARDS = 16  # as in 0004
 
 
 def upgrade() -> None:
-    op.execute(BATCH_ACCOUNTS.replace("__SHARDS__", str(COMMISSION_SHARDS)))
     op.execute(
-        POST_BATCH.replace("__MAX_BATCH__", str(MAX_BATCH)).replace(
-            "__CHAIN_LOCK__", str(CHAIN_LOCK_KEY)
-        )
+        POST_BATCH.replace("__MAX_BATCH__", str(MAX_BATCH))
+        .replace("__CHAIN_LOCK__", str(CHAIN_LOCK_KEY))
+        .replace("__SHARDS__", str(COMMISSION_SHARDS))
+    )
+    # as for every operation (0001): plan the statements once per session, not per call
+    op.execute(
+        "ALTER FUNCTION ledger.post_batch(text[], text[]) SET plan_cache_mode = force_generic_plan"
     )
     op.execute("REVOKE ALL ON FUNCTION ledger.post_batch(text[], text[]) FROM PUBLIC")
     op.execute("GRANT EXECUTE ON FUNCTION ledger.post_batch(text[], text[]) TO mesa_app")
-    op.execute("GRANT EXECUTE ON FUNCTION ledger._batch_accounts(text, jsonb) TO mesa_app")
 
 
 def downgrade() -> None:
     op.execute("DROP FUNCTION ledger.post_batch(text[], text[])")
-    op.execute("DROP FUNCTION ledger._batch_accounts(text, jsonb)")

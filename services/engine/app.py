@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody, Parameter
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
 from fairness.keys import load_operator_key
-from services.common.app import (
-    MAX_REQUEST_BODY_BYTES,
-    DirectRoute,
-    ErrorBody,
-    create_service_app,
-)
+from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
-from services.common.errors import ServiceError
+from services.common.direct import post_json
 from services.common.logging import get_logger
 from services.engine.audit import AUDIT_ROUTES
 from services.engine.clock import Clock, RealClock
@@ -95,92 +88,23 @@ async def seat_feed(
 
 
 # The two routes every action goes through (the action, and the feeds read when a socket is
-# woken) are plain ASGI handlers: Litestar's per-request signature parsing, dependency
-# resolution and response building cost more CPU than the engine's own work on an action.
-# Behind the same middleware (service credential, request id, metrics) and with the same
-# answers: the body decoded by msgspec against the contract (400 invalid_request), the
-# engine's ServiceError as {"error", "detail"}, anything else a logged 500.
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-_submit_decoder = msgspec.json.Decoder(SubmitAction)
-_reads_decoder = msgspec.json.Decoder(FeedReads)
-_encoder = msgspec.json.Encoder()
+# woken) are answered ahead of Litestar's router (services.common.direct): its per-request
+# signature parsing, dependency resolution and response building cost more CPU than the
+# engine's own work on an action. Same middleware (credential, request id, metrics), same
+# answers (400 invalid_request, the engine's ServiceError as {"error", "detail"}, a logged 500).
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ServiceError(400, "invalid_request", "the client went away")
-        chunk = cast(bytes, message.get("body", b""))
-        size += len(chunk)
-        if size > MAX_REQUEST_BODY_BYTES:
-            raise ServiceError(413, "body_too_large", "request body too large")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+async def _submit(state: State, path: dict[str, str], data: SubmitAction) -> ActionApplied:
+    return await _engine(state).submit(path["match_id"], data)
 
 
-async def _answer(send: Send, status: int, body: bytes) -> None:
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
+async def _feeds(state: State, path: dict[str, str], data: FeedReads) -> SeatFeeds:
+    reads = [(r.seat, r.after) for r in data.reads]
+    return SeatFeeds(feeds=await _engine(state).feeds(path["match_id"], reads))
 
 
-def _error(code: str, detail: str) -> bytes:
-    return _encoder.encode(ErrorBody(error=code, detail=detail))
-
-
-async def _post_route(
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    decoder: msgspec.json.Decoder[Any],
-    run: Callable[[Engine, str, Any], Awaitable[Any]],
-) -> None:
-    try:
-        if scope.get("method") != "POST":
-            raise ServiceError(405, "method_not_allowed", "Method Not Allowed")
-        raw = await _read_body(receive)
-        try:
-            data = decoder.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise ServiceError(400, "invalid_request", f"invalid body: {str(exc)[:400]}") from None
-        match_id = str(scope["path_params"]["match_id"])
-        result = await run(_engine(scope["app"].state), match_id, data)
-    except ServiceError as exc:
-        await _answer(send, exc.status, _error(exc.code, exc.detail))
-        return
-    except Exception as exc:
-        log.exception("unhandled_error", path=scope.get("path", ""), error=type(exc).__name__)
-        await _answer(send, 500, _error("server_error", "internal error"))
-        return
-    await _answer(send, 200, _encoder.encode(result))
-
-
-async def _submit(engine: Engine, match_id: str, data: SubmitAction) -> ActionApplied:
-    return await engine.submit(match_id, data)
-
-
-async def _feeds(engine: Engine, match_id: str, data: FeedReads) -> SeatFeeds:
-    feeds = await engine.feeds(match_id, [(r.seat, r.after) for r in data.reads])
-    return SeatFeeds(feeds=feeds)
-
-
-async def submit_action(scope: Scope, receive: Receive, send: Send) -> None:
-    """SubmitAction -> ActionApplied."""
-    await _post_route(scope, receive, send, _submit_decoder, _submit)
-
-
-async def seat_feeds(scope: Scope, receive: Receive, send: Send) -> None:
-    """FeedReads -> SeatFeeds."""
-    await _post_route(scope, receive, send, _reads_decoder, _feeds)
+submit_action = post_json(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied
+seat_feeds = post_json(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
 
 
 # Match ids as the router takes them (one path segment); anything else goes to the router.

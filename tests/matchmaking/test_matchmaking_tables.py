@@ -395,3 +395,19 @@ async def test_quick_join_route_refuses_bad_requests_like_every_route(db, intern
         assert answer.status_code == 401
         assert answer.json()["error"] == "unauthorized"
         assert ((await s.fetch(count))[0][0], await s.open_holds()) == before
+
+
+async def test_a_partner_join_counts_and_excludes_both_players_tables(db, internal_secret):
+    """mm0013 reads both partners' waiting seats in one statement: either one at the limit
+    refuses the pair, and no table either already sits at is chosen for them."""
+    config = MatchmakingConfig(sweep_interval_ms=0, max_tables_per_player=1)
+    async with stack(db, internal_secret, config) as s:
+        mate = await s.quick("pt2", "apuesta-parejas", "free", key="m1")
+        err = await refused(s.quick("pt1", "apuesta-parejas", "free", partner_id="pt2", key="j1"))
+        assert (err.status, err.code) == (409, "too_many_tables")
+    config = MatchmakingConfig(sweep_interval_ms=0, max_tables_per_player=2)
+    async with stack(db, internal_secret, config) as s:
+        pair = await s.quick("pt1", "apuesta-parejas", "free", partner_id="pt2", key="j2")
+        # pt2's table has three free seats (two across), but pt2 already sits there.
+        assert pair.table.table_id != mate.table.table_id
+        assert sorted(r.seat for r in pair.reservations) in ([0, 2], [1, 3])

@@ -35,7 +35,7 @@ from services.common.migrate import upgrade
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 CONCURRENCY = (8, 32)
 PLAYERS = 64
-MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "30000"))
+MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "60000"))
 # httpx costs more CPU per request than the service itself on a small machine, so the same
 # load is also driven by a minimal keep-alive HTTP/1.1 client to show the service's capacity.
 CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw").split(","))
@@ -47,6 +47,30 @@ HOLD_SQL = (
     "SELECT ledger.hold(k, '\\x00'::bytea, 'bp' || :p, k, 1, 'USD', 'bench') "
     "FROM (SELECT gen_random_uuid()::text AS k) s;\n"
 )
+
+
+def hold_batch_sql(size: int) -> str:
+    """`size` holds in one `ledger.post_batch` call: what the service's group commit sends."""
+    return (
+        "\\set p random(0, 63)\n"
+        "SELECT ledger.post_batch(array_fill('hold'::text, ARRAY[" + str(size) + "]), "
+        "array_agg(json_build_array(k, '00', 'bp' || ((:p + n) % 64), k, 1, 'USD', 'bench')::text "
+        "ORDER BY n)) FROM (SELECT gen_random_uuid()::text AS k, n "
+        "FROM generate_series(1, " + str(size) + ") n) s;\n"
+    )
+
+
+def settle_batch_sql(size: int) -> str:
+    return (
+        "SELECT ledger.post_batch(array_fill('settle'::text, ARRAY[" + str(size) + "]), "
+        "array_agg(json_build_array('settle-' || m, '00', 'bm-' || m, "
+        "json_build_array('bp' || (m % 64)), json_build_array(1), 1000)::text ORDER BY m)) "
+        "FROM (SELECT nextval('bench.next_match') AS m FROM generate_series(1, "
+        + str(size)
+        + ")) s;\n"
+    )
+
+
 SETTLE_SQL = (
     "SELECT ledger.settle_match('settle-' || m, '\\x00'::bytea, 'bm-' || m, "
     "ARRAY['bp' || (m % 64)], ARRAY[1], 1000) "
@@ -73,6 +97,19 @@ def server_app() -> Any:
     return create_app(settings, pool_size=40)
 
 
+_SETUP_MATCHES_SQL = """
+SELECT ledger.hold('bh-' || n || '-a', '\\x00'::bytea, 'bp' || (n % 64),
+                   'bm-' || n || '-a', 100, 'USD', 'bench'),
+       ledger.hold('bh-' || n || '-b', '\\x00'::bytea, 'bp' || ((n + 1) % 64),
+                   'bm-' || n || '-b', 100, 'USD', 'bench'),
+       ledger.start_match('bs-' || n, '\\x00'::bytea, 'bm-' || n, 'bronze',
+                          'dominicana', 'USD', ARRAY[0, 1],
+                          ARRAY['bp' || (n % 64), 'bp' || ((n + 1) % 64)],
+                          ARRAY['bm-' || n || '-a', 'bm-' || n || '-b'])
+FROM generate_series($1::int, $2::int) n
+"""
+
+
 async def _setup(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
@@ -85,25 +122,11 @@ async def _setup(url: str) -> None:
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,
         )
-        # MATCHES two-seat matches, started and waiting for their settlement; players n%64, (n+1)%64
+        # MATCHES two-seat matches, started and waiting for their settlement; players n%64,
+        # (n+1)%64. (One connection: chunks in parallel would lock the same 64 wallets.)
         step = 5000
         for lo in range(1, MATCHES + 1, step):
-            hi = min(MATCHES, lo + step - 1)
-            await conn.execute(
-                """
-                SELECT ledger.hold('bh-' || n || '-a', '\\x00'::bytea, 'bp' || (n % 64),
-                                   'bm-' || n || '-a', 100, 'USD', 'bench'),
-                       ledger.hold('bh-' || n || '-b', '\\x00'::bytea, 'bp' || ((n + 1) % 64),
-                                   'bm-' || n || '-b', 100, 'USD', 'bench'),
-                       ledger.start_match('bs-' || n, '\\x00'::bytea, 'bm-' || n, 'bronze',
-                                          'dominicana', 'USD', ARRAY[0, 1],
-                                          ARRAY['bp' || (n % 64), 'bp' || ((n + 1) % 64)],
-                                          ARRAY['bm-' || n || '-a', 'bm-' || n || '-b'])
-                FROM generate_series($1::int, $2::int) n
-                """,
-                lo,
-                hi,
-            )
+            await conn.execute(_SETUP_MATCHES_SQL, lo, min(MATCHES, lo + step - 1))
         # Seal the setup's entries now: otherwise the service's sealer spends the first run
         # catching up on them, which no steady state sees.
         while await chain.seal(conn, max_entries=200_000):
@@ -346,15 +369,28 @@ def main() -> dict[str, Any]:
                     row[f"service_{client}"] = res
                 pgb = _pgbench(server, "bench", HOLD_SQL if kind == "hold" else SETTLE_SQL, clients)
                 row["pgbench"] = pgb
+                # The same SQL as the service sends: post_batch calls of its mean batch size,
+                # with as many operations in flight as the service's clients had.
+                size = max(
+                    1, round(max(row[f"service_{cl}"]["operations_per_commit"] for cl in CLIENTS))
+                )
+                script = hold_batch_sql(size) if kind == "hold" else settle_batch_sql(size)
+                batched = _pgbench(server, "bench", script, max(1, -(-clients // size)))
+                batched["batch_size"] = size
+                batched["per_s"] = round(batched["per_s"] * size, 1)  # operations, not calls
+                row["pgbench_same_batches"] = batched
                 for client in CLIENTS:
                     res = row[f"service_{client}"]
                     ratio = res["per_s"] / pgb["per_s"] if pgb["per_s"] else 0.0
+                    same = res["per_s"] / batched["per_s"] if batched["per_s"] else 0.0
                     row[f"ratio_{client}_to_pgbench"] = round(ratio, 3)
+                    row[f"ratio_{client}_to_pgbench_same_batches"] = round(same, 3)
                     print(
                         f"{kind:6} clients={clients:2} {client:5}: service {res['per_s']:8.1f}/s "
                         f"p50 {res['p50_ms']:7.2f} ms p99 {res['p99_ms']:7.2f} ms "
-                        f"errors {res['errors']} ops/commit {res['operations_per_commit']} | pgbench {pgb['per_s']:8.1f}/s "
-                        f"(avg {pgb['latency_avg_ms']} ms) | ratio {ratio:.2f}",
+                        f"errors {res['errors']} ops/commit {res['operations_per_commit']} | "
+                        f"pgbench one op a call {pgb['per_s']:8.1f}/s ratio {ratio:.2f} | "
+                        f"pgbench batches of {size} {batched['per_s']:8.1f}/s ratio {same:.2f}",
                         flush=True,
                     )
                 results[f"{kind}_{clients}"] = row
@@ -370,8 +406,9 @@ def main() -> dict[str, Any]:
         results["meets"] = {
             "holds_per_s": best["hold"] >= TARGETS["holds_per_s"],
             "settlements_per_s": best["settle"] >= TARGETS["settlements_per_s"],
+            # against the ceiling of the SQL the service really sends (its batches)
             "ratio": all(
-                max(results[f"{k}_{c}"][f"ratio_{cl}_to_pgbench"] for cl in CLIENTS)
+                max(results[f"{k}_{c}"][f"ratio_{cl}_to_pgbench_same_batches"] for cl in CLIENTS)
                 >= TARGETS["ratio"]
                 for k in ("hold", "settle")
                 for c in CONCURRENCY

@@ -1,4 +1,5 @@
-"""Ledger operations: each is one SQL function call, i.e. one round trip and one transaction.
+"""Ledger operations: each is one SQL function call, i.e. one round trip and one transaction
+(or one slot of a shared transaction, through `ledger.batch.GroupCommit`).
 
 The functions (created by the migration) check idempotency, lock the accounts in ascending
 id order, validate, write one journal entry with its postings and move the balances.

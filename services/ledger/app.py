@@ -1,7 +1,9 @@
 """The ledger service: the internal HTTP front over the ``ledger`` library.
 
-Writes are one SQL function call each (one round trip); the JSON document the function
-returns is passed through to the caller unchanged. A background task seals the hash chain.
+Each write is one SQL function call; the table's money (holds, releases, starts, settlements,
+voids) goes through the group commit (`ledger.batch`), which runs operations that arrive
+together in one transaction. The JSON document the function returns is passed through to the
+caller unchanged. A background task seals the hash chain.
 """
 
 from __future__ import annotations

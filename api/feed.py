@@ -14,9 +14,11 @@ gateway or engine replica wrote them, and wakes only the sockets subscribed to t
   first to get it relays when the relay dies (its lock goes with its connection).
 
 A wake-up is a flag, not a queue: many notifications before a socket runs coalesce into one
-fetch. Sockets also fetch when they hear nothing for `wake_timeout_s` (a lost notification,
-e.g. while PostgreSQL or Redis restarts or the relay changes, never stalls a table), and every
-socket is woken once after each (re)connect, and whenever a relay starts relaying.
+fetch, and a notification of an entry the socket already has (an action's answer brought it)
+wakes nothing. Sockets also fetch when they hear nothing of their match for `wake_timeout_s`
+(a lost notification, e.g. while PostgreSQL or Redis restarts or the relay changes, never
+stalls a table), and every socket is woken once after each (re)connect, and whenever a relay
+starts relaying.
 """
 
 from __future__ import annotations
@@ -129,7 +131,7 @@ def _now_ms() -> int:
 class Subscription:
     """One socket's interest in one match: two wake flags and the newest seq announced."""
 
-    __slots__ = ("chat", "events", "forced", "match_id", "notified_seq", "seen_seq")
+    __slots__ = ("chat", "events", "fed_at", "forced", "match_id", "notified_seq", "seen_seq")
 
     def __init__(self, match_id: str) -> None:
         self.match_id = match_id
@@ -139,6 +141,9 @@ class Subscription:
         # The seq the socket has already been sent (kept by the socket): a notification of
         # an entry it has (an action's answer brought it) does not wake it.
         self.seen_seq = -1
+        # When the match was last heard of (a notification, woken or not) or the socket last
+        # fed: the safety-net fetch comes `wake_timeout_s` after this, not after the last wake.
+        self.fed_at = time.monotonic()
         self.forced = False  # fetch on the next wake even if `notified_seq` is not newer
 
     def wake(self) -> None:
@@ -459,8 +464,13 @@ class MatchFeed:
         parsed = _split(payload)
         if parsed is None:
             return
-        for sub in self._topics.get(parsed[0], ()):
+        subs = self._topics.get(parsed[0])
+        if not subs:
+            return
+        now = time.monotonic()
+        for sub in subs:
             sub.notified_seq = max(sub.notified_seq, parsed[1])
+            sub.fed_at = now
             if parsed[1] > sub.seen_seq:
                 sub.events.set()
 

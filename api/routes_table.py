@@ -481,6 +481,7 @@ class _Table:
             if not page.more:
                 self.seq = max(self.seq, page.seq)  # every event up to the match's seq is sent
             self.sub.seen_seq = self.seq
+            self.sub.fed_at = time.monotonic()
         return not page.more
 
     async def catch_up(self) -> None:
@@ -494,7 +495,12 @@ class _Table:
     async def pump_events(self) -> None:
         behind = 0
         while True:
-            woken = await self.sub.wait_events(self.feed.wake_timeout_s)
+            # The safety net counts from the last news of the match, so a socket kept current
+            # by actions' answers and quiet notifications does not also poll the engine.
+            quiet_s = self.feed.wake_timeout_s - (time.monotonic() - self.sub.fed_at)
+            woken = await self.sub.wait_events(max(0.0, quiet_s))
+            if not woken and time.monotonic() - self.sub.fed_at < self.feed.wake_timeout_s:
+                continue  # news came meanwhile without a wake: nothing to fetch yet
             if woken and not self.sub.forced:
                 # An action sent through this gateway brings this socket's feed with its
                 # answer: wait for it rather than read the same entries twice.

@@ -31,7 +31,12 @@ from services.common.config import Settings
 from services.common.direct import post_json
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
-from services.common.metrics import LEDGER_POSTINGS, REGISTRY
+from services.common.metrics import (
+    LEDGER_POSTINGS,
+    OUTSTANDING_HOLDS,
+    RECONCILIATION_DISCREPANCIES,
+    REGISTRY,
+)
 from services.ledger.contract import (
     DepositRequest,
     HoldRequest,
@@ -366,6 +371,43 @@ async def _sealer(app: Litestar) -> None:
             log.warning("chain_seal_failed", error=str(exc))
 
 
+# How often the service recounts the open holds and reconciles the current UTC day for its
+# gauges (Prometheus alerts on mesa_reconciliation_discrepancies > 0). The day's checks and
+# the count are full reads, so not more often than this.
+AUDIT_INTERVAL_S = 60.0
+
+
+async def audit(ledger: Ledger) -> dict[str, int]:
+    """Set the ledger's gauges: open holds, and the discrepancies reconciling today finds."""
+    async with ledger.pool.acquire() as conn:
+        holds = int(
+            await conn.fetchval(
+                "SELECT count(*) FROM ledger.accounts "
+                "WHERE kind = 'hold' AND closed_at IS NULL AND balance > 0"
+            )
+        )
+        report = await reports.reconcile(conn, dt.datetime.now(dt.UTC).date())
+    discrepancies = len(report["discrepancies"])
+    OUTSTANDING_HOLDS.set(holds)
+    RECONCILIATION_DISCREPANCIES.set(discrepancies)
+    if discrepancies:
+        log.error(
+            "reconciliation_discrepancies", count=discrepancies, first=report["discrepancies"][0]
+        )
+    return {"outstanding_holds": holds, "discrepancies": discrepancies}
+
+
+async def _auditor(app: Litestar) -> None:
+    while True:
+        try:
+            await audit(_ledger(app.state))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # try again next time
+            log.warning("ledger_audit_failed", error=str(exc))
+        await asyncio.sleep(AUDIT_INTERVAL_S)
+
+
 def create_app(
     settings: Settings, *, pool_size: int = 20, seal_in_background: bool = True
 ) -> Litestar:
@@ -376,13 +418,15 @@ def create_app(
         app.state.group_commit = _GROUP_COMMIT_METRICS.group = GroupCommit(app.state.ledger)
         if seal_in_background:
             app.state.sealer = asyncio.create_task(_sealer(app))
+            app.state.auditor = asyncio.create_task(_auditor(app))
 
     async def close_ledger(app: Litestar) -> None:
-        task: asyncio.Task[None] | None = app.state.get("sealer")
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        for name in ("sealer", "auditor"):
+            task: asyncio.Task[None] | None = app.state.get(name)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         group: GroupCommit | None = app.state.get("group_commit")
         if group is not None:
             await group.close()

@@ -8,11 +8,13 @@ from typing import Any
 
 import msgspec
 import pytest
-from ledger_helpers import key
+from ledger_helpers import key, superuser
 from litestar.testing import AsyncTestClient
 
+from ledger.ops import Ledger
 from services.common.auth import header_value
-from services.ledger.app import create_app
+from services.common.metrics import REGISTRY
+from services.ledger.app import audit, create_app
 from services.ledger.contract import EntryResult, WalletBalance
 from tests.conftest import make_settings
 
@@ -277,3 +279,60 @@ async def test_posting_requests_go_through_group_commit(client: AsyncTestClient[
         (await client.get("/v1/wallets/svc_gc")).content, type=WalletBalance
     )
     assert wallet.balance == 0
+
+
+async def test_audit_sets_the_holds_and_reconciliation_gauges(
+    client: AsyncTestClient[Any], url: str, ledger: Ledger
+) -> None:
+    """The service's periodic audit: open holds and today's reconciliation, as gauges (the
+    alert on discrepancies reads the second)."""
+    for i in range(3):
+        entry(
+            await client.post(
+                "/v1/deposits",
+                json={
+                    "idempotency_key": key(),
+                    "player": f"svc_au{i}",
+                    "amount": 50,
+                    "reference": "r",
+                },
+            )
+        )
+        entry(
+            await client.post(
+                "/v1/holds",
+                json={
+                    "idempotency_key": key(),
+                    "player": f"svc_au{i}",
+                    "reservation_id": f"svc-au-r{i}",
+                    "amount": 10,
+                    "table_id": "t",
+                },
+            )
+        )
+    entry(
+        await client.post(
+            "/v1/holds/release", json={"idempotency_key": key(), "reservation_id": "svc-au-r0"}
+        )
+    )
+    admin = await superuser(url)
+    try:
+        open_holds = await admin.fetchval(
+            "SELECT count(*) FROM ledger.accounts WHERE kind = 'hold' AND closed_at IS NULL "
+            "AND balance > 0"
+        )
+        found = await audit(ledger)
+        assert found == {"outstanding_holds": open_holds, "discrepancies": 0}
+        assert REGISTRY.get_sample_value("mesa_outstanding_holds") == open_holds
+        assert REGISTRY.get_sample_value("mesa_reconciliation_discrepancies") == 0
+        # a balance moved behind the ledger's back, then put back
+        planted = "UPDATE ledger.accounts SET balance = balance + $1 WHERE code = 'wallet:svc_au1'"
+        await admin.execute(planted, 5)
+        try:
+            assert (await audit(ledger))["discrepancies"] >= 1
+            assert REGISTRY.get_sample_value("mesa_reconciliation_discrepancies") >= 1
+        finally:
+            await admin.execute(planted, -5)
+        assert (await audit(ledger))["discrepancies"] == 0
+    finally:
+        await admin.close()

@@ -80,3 +80,55 @@ async def test_engine_feeds_reads_several_seats_in_one_call(
         unknown = await c.post("/internal/matches/nope/feeds", json=reads, headers=h)
         assert unknown.status_code == 404
         assert (await c.post("/internal/matches/fd2/feeds", json=reads)).status_code == 401
+
+
+async def test_engine_action_answer_carries_the_asked_seats_feeds(
+    harness_factory: Any, internal_secret: bytes
+) -> None:
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        c = hz.client
+        await c.post(
+            "/internal/matches", json=spec("fd3", "apuesta", {"mode": "1v1"}, 2), headers=h
+        )
+        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)  # dealt with empty seeds: hands exist
+        view = (await c.get("/internal/matches/fd3/seats/0/view", headers=h)).json()
+        seat = view["state"]["turn"]
+        view = (await c.get(f"/internal/matches/fd3/seats/{seat}/view", headers=h)).json()
+        play = next(a for a in view["legal"] if a["type"] == "play")
+        action = {"type": "play", "tile": play["tile"], "end": play.get("end")}
+        before = view["seq"]
+        reads = [{"seat": 1 - seat, "after": before}, {"seat": seat, "after": before}]
+        bad = {"seat": seat, "seq": before, "action": action, "reads": [{"seat": 7, "after": 0}]}
+        refused = await c.post("/internal/matches/fd3/actions", json=bad, headers=h)
+        assert refused.status_code == 400 and refused.json()["error"] == "bad_seat"
+        body = {"seat": seat, "seq": before, "action": action, "reads": reads}
+        r = await c.post("/internal/matches/fd3/actions", json=body, headers=h)
+        assert r.status_code == 200, r.text  # the refused one above changed nothing
+        applied = r.json()
+        assert applied["seq"] > before and len(applied["feeds"]) == 2
+        for read, feed in zip(reads, applied["feeds"], strict=True):
+            # each read is exactly what that seat's own feed shows now: nobody else's hand
+            own = (
+                await c.get(
+                    f"/internal/matches/fd3/seats/{read['seat']}/feed",
+                    params={"after": before},
+                    headers=h,
+                )
+            ).json()
+            assert feed == own and feed["snapshot"]["seat"] == read["seat"]
+            assert feed["events"]["events"] and feed["snapshot"]["seq"] == applied["seq"]
+        assert not set(applied["feeds"][0]["snapshot"]["hand"]) & set(
+            applied["feeds"][1]["snapshot"]["hand"]
+        )
+        # without reads, the answer is the plain acknowledgement
+        state = (await c.get("/internal/matches/fd3", headers=h)).json()
+        if state["turn"] == seat:
+            return
+        nxt = (await c.get(f"/internal/matches/fd3/seats/{1 - seat}/view", headers=h)).json()
+        legal = [a for a in nxt["legal"] if a["type"] == "play"]
+        if legal:
+            act = {"type": "play", "tile": legal[0]["tile"], "end": legal[0].get("end")}
+            body = {"seat": 1 - seat, "seq": nxt["seq"], "action": act}
+            plain = (await c.post("/internal/matches/fd3/actions", json=body, headers=h)).json()
+            assert plain["feeds"] == [] and plain["seq"] > nxt["seq"]

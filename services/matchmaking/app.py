@@ -5,23 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from typing import cast
 
 import httpx
 import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
 
-from services.common.app import (
-    MAX_REQUEST_BODY_BYTES,
-    DirectRoute,
-    ErrorBody,
-    create_service_app,
-)
+from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
-from services.common.errors import ServiceError
+from services.common.direct import post_json
 from services.common.http import InternalClient
 from services.common.logging import get_logger
 from services.matchmaking import contract as c
@@ -66,64 +59,17 @@ async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate)
     return await mm.join(spec)
 
 
-# Quick join, the route every seat of the lobby goes through, is a plain ASGI handler:
-# Litestar's per-request signature parsing, dependency resolution and response building cost
-# about a sixth of this service's CPU per seat (py-spy). Behind the same middleware (service
-# credential, request id, metrics) and with the same answers: the body decoded by msgspec
-# against the contract (400 invalid_request), a ServiceError as {"error", "detail"}, anything
-# else a logged 500.
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-_quick_decoder = msgspec.json.Decoder(c.QuickJoin)
-_encoder = msgspec.json.Encoder()
+# Quick join, the route every seat of the lobby goes through, is answered ahead of Litestar's
+# router (services.common.direct): Litestar's per-request signature parsing, dependency
+# resolution and response building cost about a sixth of this service's CPU per seat (py-spy).
+# Same middleware (service credential, request id, metrics) and the same answers: the body
+# decoded by msgspec against the contract (400 invalid_request), a ServiceError as
+# {"error", "detail"}, anything else a logged 500.
+async def _quick(state: State, _: dict[str, str], data: c.QuickJoin) -> c.JoinResult:
+    return await _join_kind(state, "quick", data)
 
 
-async def _read_body(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ServiceError(400, "invalid_request", "the client went away")
-        chunk = cast(bytes, message.get("body", b""))
-        size += len(chunk)
-        if size > MAX_REQUEST_BODY_BYTES:
-            raise ServiceError(413, "body_too_large", "request body too large")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-async def _answer(send: Send, status: int, body: bytes) -> None:
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
-
-
-async def quick_join(scope: Scope, receive: Receive, send: Send) -> None:
-    """QuickJoin -> JoinResult."""
-    try:
-        if scope.get("method") != "POST":
-            raise ServiceError(405, "method_not_allowed", "Method Not Allowed")
-        raw = await _read_body(receive)
-        try:
-            data = _quick_decoder.decode(raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-            raise ServiceError(400, "invalid_request", f"invalid body: {str(exc)[:400]}") from None
-        result = await _join_kind(scope["app"].state, "quick", data)
-    except ServiceError as exc:
-        await _answer(send, exc.status, _encoder.encode(ErrorBody(exc.code, exc.detail)))
-        return
-    except Exception as exc:
-        log.exception("unhandled_error", path=scope.get("path", ""), error=type(exc).__name__)
-        await _answer(send, 500, _encoder.encode(ErrorBody("server_error", "internal error")))
-        return
-    await _answer(send, 200, _encoder.encode(result))
-
+quick_join = post_json(msgspec.json.Decoder(c.QuickJoin), _quick)
 
 DIRECT_ROUTES = (DirectRoute(re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join),)
 

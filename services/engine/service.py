@@ -344,11 +344,21 @@ class Engine:
             if actor is not None:
                 await actor.stop()
                 self.actors.pop(match_id, None)
-            loaded = await self.store.load(match_id)
-            if loaded is None:
-                raise not_found("unknown_match", f"no match {match_id!r}")
+            # The lock before the log: a match another replica runs costs one lock attempt,
+            # not a read of its whole log (every replica's scanner tries every live match it
+            # does not run, every second).
             if not await self.store.try_lock(match_id):
+                if not await self.store.exists(match_id):
+                    raise not_found("unknown_match", f"no match {match_id!r}")
                 raise ServiceError(503, "not_owner", "another engine process runs this match")
+            try:
+                loaded = await self.store.load(match_id)
+            except BaseException:
+                await self.store.unlock(match_id)
+                raise
+            if loaded is None:
+                await self.store.unlock(match_id)
+                raise not_found("unknown_match", f"no match {match_id!r}")
             doc, records, closed = loaded
             spec = msgspec.convert(doc["spec"], CreateMatch)
             try:

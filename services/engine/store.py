@@ -159,6 +159,13 @@ class Store:
         records = [dict(msgspec.json.decode(r["record"])) for r in rows]
         return dict(msgspec.json.decode(doc)), records, closed is not None
 
+    async def exists(self, match_id: str) -> bool:
+        async with self._pool().acquire() as conn:
+            found = await conn.fetchval(
+                "SELECT 1 FROM engine.matches WHERE match_id = $1", match_id
+            )
+        return found is not None
+
     async def live_matches(self, limit: int = 10_000) -> list[str]:
         async with self._pool().acquire() as conn:
             rows = await conn.fetch(

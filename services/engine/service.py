@@ -310,12 +310,18 @@ class Engine:
 
     async def scan_once(self) -> None:
         """Take over every live match no process holds (after a crash or at start)."""
-        for mid in list(self._recover):
+        recovering = list(self._recover)
+        for mid in recovering:
             self._recover.discard(mid)
             actor = self.actors.pop(mid, None)
             if actor is not None:
                 await actor.stop()
-        for mid in await self.store.live_matches():
+        # A failed actor's match: this process still holds its lock, so it is not "unowned".
+        for mid in recovering:
+            if mid not in self.actors:
+                with contextlib.suppress(ServiceError):
+                    await self._acquire(mid)
+        for mid in await self.store.live_matches(unowned=True):
             if mid not in self.actors and len(self.actors) < MAX_LIVE_MATCHES:
                 with contextlib.suppress(ServiceError):
                     await self._acquire(mid)

@@ -12,7 +12,7 @@ import pytest
 
 from services.common.db import asyncpg_dsn
 from services.engine.contract import NOTIFY_CHANNEL
-from services.engine.store import Store
+from services.engine.store import LOCK_NAMESPACE, Store
 from tests.engine.engine_helpers import auth, spec
 
 WAIT_S = 10.0  # an upper bound only: every wait below ends on an event
@@ -132,3 +132,38 @@ async def test_engine_restored_match_announces_its_seq(
                 payloads.append(await asyncio.wait_for(heard.get(), WAIT_S))
     finally:
         await listener.close()
+
+
+async def test_engine_scanner_lists_only_matches_no_process_owns(
+    engine_db: str, store: Store
+) -> None:
+    other = await asyncpg.connect(asyncpg_dsn(engine_db))
+    try:
+        # Ids whose hashtext is negative and positive: the lock key's oid form must match both.
+        ids = ["own-a", "own-b", "own-c", "own-d", "own-e", "own-f"]
+        signs = {await other.fetchval("SELECT hashtext($1) < 0", mid) for mid in ids}
+        assert signs == {True, False}
+        for mid in ids:
+            await other.execute(
+                "INSERT INTO engine.matches (match_id, spec) VALUES ($1, '{}'::jsonb)", mid
+            )
+        held = ids[:3]
+        for mid in held:  # another replica runs these: its lock connection holds their locks
+            assert await other.fetchval(
+                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, mid
+            )
+        live = set(await store.live_matches())
+        unowned = set(await store.live_matches(unowned=True))
+        assert set(ids) <= live
+        assert not set(held) & unowned and set(ids[3:]) <= unowned
+        assert await store.try_lock("own-d")  # this process's own locks count as owned too
+        assert "own-d" not in set(await store.live_matches(unowned=True))
+        await store.unlock("own-d")
+        await other.execute("SELECT pg_advisory_unlock_all()")
+        assert set(ids) <= set(await store.live_matches(unowned=True))
+    finally:
+        for mid in ids:
+            await other.execute(
+                "INSERT INTO engine.match_closed (match_id, status) VALUES ($1, 'void')", mid
+            )
+        await other.close()

@@ -136,6 +136,12 @@ class GroupCommit:
                 await self._alone(ops[0])
             else:
                 await self._together(ops)
+        except BaseException:
+            # cancelled (shutdown) or a bug: no caller may wait forever on its answer
+            for op in ops:
+                if not op.future.done():
+                    op.future.cancel()
+            raise
         finally:
             self._in_flight -= 1
             self._start_calls()

@@ -4,7 +4,8 @@ WebSocket `/api/matches/{match_id}/ws[?after=SEQ]` (JSON text frames, at most 4 
 at most 8 per second on average):
 
     server -> {"type": "hello", "seat": n, "seq": n}
-              {"type": "events", "seq": n, "events": [FeedEvent, ...]}   (seq = last event's)
+              {"type": "update", "seq": n, "events": [FeedEvent, ...], "view": SeatSnapshot}
+              {"type": "events", "seq": n, "events": [...]}  (a page of a long catch-up only)
               {"type": "snapshot", "seq": n, "view": SeatSnapshot}
               {"type": "chat", "id": n, "seat": n, "kind": "phrase"|"reaction", "code": str}
               {"type": "ack", "ref": str, "seq": n} / {"type": "error", "ref": str, ...}
@@ -12,15 +13,18 @@ at most 8 per second on average):
               {"type": "chat", "kind": "phrase"|"reaction", "code": str}
               {"type": "snapshot"}   {"type": "ping"}
 
-On connect the server sends the events after `after` (a reconnect resumes there) and then a
-snapshot; after every batch of events it sends the new snapshot of the seat. Chat is a fixed
-list of quick phrases and reactions: there is no free text anywhere.
+On connect the server sends the events after `after` (a reconnect resumes there) with the
+seat's view in one `update` (a `snapshot` when nothing was missed); after that every change
+comes as an `update`: the new events and the seat's view after them, in one frame. Chat is a
+fixed list of quick phrases and reactions: there is no free text anywhere.
 
-The feed is event-driven (api/feed.py): a socket subscribes to its match on the gateway's one
-LISTEN connection and, when woken by a NOTIFY from the engine (or a chat line from any
-gateway), fetches its seat's new events and snapshot; the sockets of one match woken together
-share one engine call (`FeedBatcher`, `.../feeds`). Without a notification it fetches anyway
-every few seconds, so a lost NOTIFY never stalls a table.
+An action sent on a socket asks the engine, in the same call, for the feeds of every socket
+this gateway serves at the match; they go out right after the ack (`_Table.act`). Otherwise the
+feed is event-driven (api/feed.py): a socket subscribes to its match on the gateway's one
+LISTEN connection and, when woken by a NOTIFY from the engine of an entry it does not have
+(or a chat line from any gateway), fetches its seat's new events and view; the sockets of one
+match woken together share one engine call (`FeedBatcher`, `.../feeds`). Without news of its
+match it fetches anyway every few seconds, so a lost NOTIFY never stalls a table.
 """
 
 from __future__ import annotations

@@ -87,6 +87,8 @@ class GroupCommit:
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
         self.max_pending = max_pending
+        # a further call is worth its own transaction once half a batch waits for it
+        self.open_slot_at = max(1, max_batch // 2)
         self._pending: list[_Op] = []
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
@@ -114,11 +116,11 @@ class GroupCommit:
     def _start_calls(self) -> None:
         # One call at a time while the queue is short: the requests that arrive meanwhile form
         # the next batch, and larger batches cost the database less per operation. A further
-        # call slot opens only when a full batch is waiting (the database then has work for
-        # more than one backend).
+        # call slot opens only when half a batch is waiting (the database then has work for
+        # more than one backend: one call at a time runs on one core).
         while self._pending and (
             self._in_flight == 0
-            or (self._in_flight < self.max_in_flight and len(self._pending) >= self.max_batch)
+            or (self._in_flight < self.max_in_flight and len(self._pending) >= self.open_slot_at)
         ):
             ops = self._pending[: self.max_batch]
             del self._pending[: self.max_batch]

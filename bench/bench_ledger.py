@@ -324,7 +324,7 @@ def main() -> dict[str, Any]:
             "MESA_DATABASE_URL": url,
             "MESA_INTERNAL_SECRET": secret.hex(),
             "MESA_LOG_LEVEL": "warning",
-            "MESA_ENV": "test",
+            "MESA_ENV": "production",  # as deployed: e.g. the services freeze their startup heap
             "MESA_VAR_DIR": str(tmp / "var"),
         }
         service = subprocess.Popen(

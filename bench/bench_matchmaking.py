@@ -408,7 +408,7 @@ def main() -> dict[str, Any]:
             "MESA_DATABASE_URL": url,
             "MESA_INTERNAL_SECRET": secret.hex(),
             "MESA_LOG_LEVEL": "warning",
-            "MESA_ENV": "test",
+            "MESA_ENV": "production",  # as deployed: e.g. the services freeze their startup heap
             "MESA_VAR_DIR": str(tmp / "var"),
             "MESA_LEDGER_URL": f"http://127.0.0.1:{ledger_port}",
             "MESA_ENGINE_URL": f"http://127.0.0.1:{engine_port}",

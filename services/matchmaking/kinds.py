@@ -72,10 +72,6 @@ CATALOGUE: dict[str, Kind] = dict(
 )
 
 
-def default_offered() -> dict[str, list[str]]:
-    return {kind: list(TIERS) for kind in CATALOGUE}
-
-
 def across(seat: int, seat_count: int) -> int:
     """The partner's seat in pairs (seat + 2 mod 4)."""
     return (seat + 2) % seat_count

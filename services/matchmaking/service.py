@@ -49,7 +49,6 @@ from services.matchmaking.kinds import CATALOGUE, TIERS, Kind
 log = get_logger()
 
 Clock = Callable[[], int]
-LIVE = ("pending", "seated", "staked")
 # Ledger refusals that mean a hold is already gone: releasing it again is done.
 _RELEASE_DONE = {"hold_closed", "unknown_hold"}
 _INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"

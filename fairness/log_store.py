@@ -156,7 +156,10 @@ class LogStore:
         except asyncpg.UniqueViolationError as exc:
             raise LogError(f"refused: the deal already has such a record ({exc})") from exc
         except asyncpg.PostgresError as exc:
-            raise self._refusal(exc, prepared) from exc
+            refusal = self._refusal(exc, prepared)
+            if refusal is None:
+                raise
+            raise refusal from exc
         if len(rows) != len(prepared):
             raise LogError(f"append returned {len(rows)} rows for {len(prepared)} records")
         self._keys = keys  # rotations in this batch are now in the log
@@ -195,16 +198,16 @@ class LogStore:
     @staticmethod
     def _refusal(
         exc: asyncpg.PostgresError, prepared: Sequence[tuple[str, Mapping[str, Any], bytes]]
-    ) -> Exception:
+    ) -> LogError | None:
         """The function's refusals (SQLSTATE FL404/FL409, DETAIL = 1-based position) as the
-        same LogError messages the checks in Python gave; other errors pass through."""
+        same LogError messages the checks in Python gave; None for other errors (re-raised)."""
         code = getattr(exc, "sqlstate", None)
         detail = str(getattr(exc, "detail", "") or "")
         if code not in ("FL404", "FL409") or not detail.isdigit():
-            return exc
+            return None
         position = int(detail) - 1
         if not 0 <= position < len(prepared):
-            return exc
+            return None
         kind, record, _ = prepared[position]
         if code == "FL404":
             return LogError(f"refused {kind}: no commitment for deal {record.get('deal_id')!r}")

@@ -10,6 +10,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairness.keys import private_key_pem
 from services.common.auth import header_value
+from services.engine import runtime as RT
 from services.engine.runtime import Match
 from services.engine.service import Engine
 
@@ -47,6 +48,22 @@ def spec(
         ],
         **kw,
     }
+
+
+async def create_dealt(
+    hz: Any,
+    headers: dict[str, str],
+    match_id: str,
+    variant: str = "apuesta",
+    options: dict[str, Any] | None = None,
+    seats: int = 2,
+    **kw: Any,
+) -> None:
+    """Create a match (a 1v1 apuesta by default) and pass its seed-commit deadline: nobody
+    commits, so it is dealt with empty seeds and every seat has a hand."""
+    body = spec(match_id, variant, options or {"mode": "1v1"}, seats, **kw)
+    await hz.client.post("/internal/matches", json=body, headers=headers)
+    hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
 
 
 def _walk_tiles(obj: Any, out: list[str], key: str | None = None, path: str = "") -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from services.engine import runtime as RT
 from services.engine.ports import MemoryLedger
-from tests.engine.engine_helpers import auth, commitment, drive, seed_of, spec
+from tests.engine.engine_helpers import auth, commitment, create_dealt, drive, seed_of, spec
 
 
 async def _seed_all(client: Any, mid: str, h: dict[str, str], seats: list[int]) -> None:
@@ -149,10 +149,7 @@ async def test_engine_dominicana_claim(harness_factory: Any, internal_secret: by
     h = auth(internal_secret)
     async with harness_factory() as hz:
         c = hz.client
-        await c.post(
-            "/internal/matches", json=spec("cl1", "dominicana", {"mode": "1v1"}, 2), headers=h
-        )
-        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
+        await create_dealt(hz, h, "cl1", "dominicana")
         st = await _state(c, "cl1", h)
         other = 1 - st["turn"]
         claim = {"seat": other, "seq": st["seq"], "action": {"type": "claim"}}
@@ -166,12 +163,7 @@ async def test_engine_dominicana_claim(harness_factory: Any, internal_secret: by
         res = (await c.get("/internal/matches/cl1/result", headers=h)).json()
         assert res["reason"] == "claim" and res["winner_seats"] == [other]
         # turn-by-turn games cannot be claimed
-        await c.post(
-            "/internal/matches",
-            json=spec("cl2", "dominicana", {"mode": "1v1"}, 2, turn_by_turn=True),
-            headers=h,
-        )
-        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
+        await create_dealt(hz, h, "cl2", "dominicana", turn_by_turn=True)
         hz.clock.advance(RT.DOMINICANA_CLAIM_AFTER_MS)
         st = await _state(c, "cl2", h)
         r = await c.post(

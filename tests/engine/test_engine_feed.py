@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.engine import runtime as RT
-from tests.engine.engine_helpers import auth, spec
+from tests.engine.engine_helpers import auth, create_dealt
 
 
 async def test_engine_feed_is_events_and_view_of_one_seat(
@@ -14,10 +13,7 @@ async def test_engine_feed_is_events_and_view_of_one_seat(
     h = auth(internal_secret)
     async with harness_factory() as hz:
         c = hz.client
-        await c.post(
-            "/internal/matches", json=spec("fd1", "apuesta", {"mode": "1v1"}, 2), headers=h
-        )
-        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)  # dealt with empty seeds: hands exist
+        await create_dealt(hz, h, "fd1")
         for seat in (0, 1):
             feed = (await c.get(f"/internal/matches/fd1/seats/{seat}/feed", headers=h)).json()
             view = (await c.get(f"/internal/matches/fd1/seats/{seat}/view", headers=h)).json()
@@ -46,10 +42,7 @@ async def test_engine_feeds_reads_several_seats_in_one_call(
     h = auth(internal_secret)
     async with harness_factory() as hz:
         c = hz.client
-        await c.post(
-            "/internal/matches", json=spec("fd2", "apuesta", {"mode": "1v1"}, 2), headers=h
-        )
-        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
+        await create_dealt(hz, h, "fd2")
         one = [
             (await c.get(f"/internal/matches/fd2/seats/{seat}/feed", headers=h)).json()
             for seat in (0, 1)
@@ -88,10 +81,7 @@ async def test_engine_action_answer_carries_the_asked_seats_feeds(
     h = auth(internal_secret)
     async with harness_factory() as hz:
         c = hz.client
-        await c.post(
-            "/internal/matches", json=spec("fd3", "apuesta", {"mode": "1v1"}, 2), headers=h
-        )
-        hz.clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)  # dealt with empty seeds: hands exist
+        await create_dealt(hz, h, "fd3")
         view = (await c.get("/internal/matches/fd3/seats/0/view", headers=h)).json()
         seat = view["state"]["turn"]
         view = (await c.get(f"/internal/matches/fd3/seats/{seat}/view", headers=h)).json()

@@ -80,7 +80,6 @@ def create_app(
             static,
         ],
         public=True,
-        light_ping=True,
         on_startup=[open_backends],
         on_shutdown=[close_backends],
         before_send=[_security_headers],

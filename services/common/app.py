@@ -307,7 +307,6 @@ def create_service_app(
     on_shutdown: Sequence[LifespanHook] = (),
     pool_size: int = 10,
     direct_routes: Sequence[DirectRoute] = (),
-    light_ping: bool = False,
     **litestar_kwargs: Any,
 ) -> Litestar:
     async def open_db(app: Litestar) -> None:
@@ -315,7 +314,6 @@ def create_service_app(
             settings.database_url,
             application_name=f"mesa-{service}",
             pool_size=pool_size,
-            light_ping=light_ping,
         )
 
     async def freeze_heap(_: Litestar) -> None:

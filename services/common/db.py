@@ -45,12 +45,11 @@ def create_engine(
     as_app_role: bool = True,
     pool_size: int = DEFAULT_POOL_SIZE,
     max_overflow: int = DEFAULT_MAX_OVERFLOW,
-    light_ping: bool = False,
     **kwargs: Any,
 ) -> AsyncEngine:
     """A pooled engine whose connections are checked on every checkout (a pool keeps no
-    connection PostgreSQL dropped, e.g. after a restart). With `light_ping` the check is one
-    round trip (`_ping_on_checkout`) instead of SQLAlchemy's three for asyncpg."""
+    connection PostgreSQL dropped, e.g. after a restart), in one round trip
+    (`_ping_on_checkout`) instead of SQLAlchemy's three for asyncpg."""
     settings = (
         app_server_settings(application_name)
         if as_app_role
@@ -61,12 +60,10 @@ def create_engine(
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=DEFAULT_POOL_TIMEOUT_S,
-        pool_pre_ping=not light_ping,
         connect_args={"server_settings": settings, "timeout": 5},
         **kwargs,
     )
-    if light_ping:
-        event.listen(engine.sync_engine.pool, "checkout", _ping_on_checkout)
+    event.listen(engine.sync_engine.pool, "checkout", _ping_on_checkout)
     return engine
 
 

@@ -165,7 +165,6 @@ def create_app(
             *AUDIT_ROUTES,
         ],
         direct_routes=DIRECT_ROUTES,
-        light_ping=True,
         on_startup=[start_engine],
         on_shutdown=[stop_engine],
     )

@@ -1,4 +1,4 @@
-"""The light pool check: one round trip per checkout, and a connection PostgreSQL dropped is
+"""The pool's connection check: one round trip per checkout, and a connection PostgreSQL dropped is
 replaced on checkout instead of failing the request that drew it."""
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ async def _terminate(database_url: str, pids: list[int]) -> None:
         await conn.close()
 
 
-async def test_light_ping_replaces_a_dropped_connection(database_url: str) -> None:
+async def test_pool_check_replaces_a_dropped_connection(database_url: str) -> None:
     name = "mesa-light-ping-test"
-    engine = create_engine(database_url, application_name=name, pool_size=1, light_ping=True)
+    engine = create_engine(database_url, application_name=name, pool_size=1)
     try:
         async with engine.connect() as conn:
             assert (await conn.execute(text("SELECT 1"))).scalar_one() == 1

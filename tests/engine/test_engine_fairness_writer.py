@@ -4,6 +4,8 @@ refused record fails only its own caller."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -19,12 +21,21 @@ from tests.fairness.fairness_helpers import opened_deal
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
-async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:
+@asynccontextmanager
+async def started_log(engine_db: str) -> AsyncIterator[tuple[OperatorKey, PgFairnessLog]]:
     key = OperatorKey(Ed25519PrivateKey.generate())
     db = create_engine(engine_db, application_name="fairness-writer-test")
     log = PgFairnessLog(db, key)
     try:
         await log.start()
+        yield key, log
+    finally:
+        await log.aclose()
+        await db.dispose()
+
+
+async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:
+    async with started_log(engine_db) as (key, log):
         size0, _ = await log.store.head()
         opened = [opened_deal(key, f"fw-{i}") for i in range(20)]
         await asyncio.gather(*(log.append(o.commitment) for o in opened))
@@ -37,17 +48,10 @@ async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:
         assert size == size0 + 25
         for o in opened:
             await log.store.commitment_index(o.deal_id)
-    finally:
-        await log.aclose()
-        await db.dispose()
 
 
 async def test_a_refused_record_fails_only_its_caller(engine_db: str) -> None:
-    key = OperatorKey(Ed25519PrivateKey.generate())
-    db = create_engine(engine_db, application_name="fairness-writer-test")
-    log = PgFairnessLog(db, key)
-    try:
-        await log.start()
+    async with started_log(engine_db) as (key, log):
         size0, _ = await log.store.head()
         good = [opened_deal(key, f"fw-ok-{i}") for i in range(3)]
         forged = dict(opened_deal(key, "fw-forged").commitment, signature="00" * 64)
@@ -60,6 +64,3 @@ async def test_a_refused_record_fails_only_its_caller(engine_db: str) -> None:
         assert size == size0 + 3
         with pytest.raises(LogError):
             await log.store.commitment_index("fw-forged")
-    finally:
-        await log.aclose()
-        await db.dispose()

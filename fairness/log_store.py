@@ -339,8 +339,9 @@ class LogStore:
     ) -> tuple[int, list[bytes]]:
         """(tree_size, audit path) for leaf `index`; default size is the current head."""
         async with self.engine.connect() as conn:
-            size = tree_size if tree_size is not None else (await self._size(conn))
-            if not 0 <= index < size or size > await self._size(conn):
+            current = await self._size(conn)
+            size = current if tree_size is None else tree_size
+            if not 0 <= index < size <= current:
                 raise LogError(f"no leaf {index} in a tree of size {size}")
             return size, await self._range_hashes(conn, inclusion_ranges(index, size))
 

@@ -115,7 +115,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
 _VERIFIED = VerifiedTokens()
-_UNAUTHORIZED_HEADERS = [(b"content-type", b"application/json")]
 
 
 def service_middleware(
@@ -194,6 +193,25 @@ def service_middleware(
     return middleware_for
 
 
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+def error_json(code: str, detail: str) -> bytes:
+    return msgspec.json.encode(ErrorBody(error=code, detail=detail))
+
+
+async def send_json(send: Send, status: int, body: bytes) -> None:
+    """A whole JSON answer at the ASGI level (for what answers ahead of Litestar)."""
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(end)
+
+
 async def _refuse(scope: Scope, send: Send, detail: str) -> None:
     """401 with the same body as every other refusal ({"error", "detail"})."""
     if scope["type"] == "websocket":
@@ -204,15 +222,7 @@ async def _refuse(scope: Scope, send: Send, detail: str) -> None:
         }
         await send(close)
         return
-    body = msgspec.json.encode(ErrorBody(error="unauthorized", detail=detail))
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": 401,
-        "headers": [*_UNAUTHORIZED_HEADERS, (b"content-length", str(len(body)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
+    await send_json(send, 401, error_json("unauthorized", detail))
 
 
 def make_health_handler(service: str) -> Any:

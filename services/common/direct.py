@@ -15,15 +15,14 @@ from typing import Any, cast
 
 import msgspec
 from litestar.datastructures import State
-from litestar.types import HTTPResponseBodyEvent, HTTPResponseStartEvent, Receive, Scope, Send
+from litestar.types import Receive, Scope, Send
 
-from services.common.app import MAX_REQUEST_BODY_BYTES, ErrorBody
+from services.common.app import MAX_REQUEST_BODY_BYTES, error_json, send_json
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 
 log = get_logger()
 
-_JSON_HEADERS = [(b"content-type", b"application/json")]
 _encoder = msgspec.json.Encoder()
 
 Handler = Callable[[State, dict[str, str], Any], Awaitable[Any]]
@@ -46,21 +45,6 @@ async def read_body(receive: Receive) -> bytes:
             return b"".join(chunks)
 
 
-async def answer(send: Send, status: int, body: bytes) -> None:
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
-
-
-def error_body(code: str, detail: str) -> bytes:
-    return _encoder.encode(ErrorBody(error=code, detail=detail))
-
-
 def post_json(decoder: msgspec.json.Decoder[Any], handler: Handler) -> ASGIHandler:
     """An ASGI app for one POST route: decode, run `handler`, answer 200 with its result."""
 
@@ -77,12 +61,12 @@ def post_json(decoder: msgspec.json.Decoder[Any], handler: Handler) -> ASGIHandl
                 ) from None
             result = await handler(scope["app"].state, scope.get("path_params") or {}, data)
         except ServiceError as exc:
-            await answer(send, exc.status, error_body(exc.code, exc.detail))
+            await send_json(send, exc.status, error_json(exc.code, exc.detail))
             return
         except Exception as exc:
             log.exception("unhandled_error", path=scope.get("path", ""), error=type(exc).__name__)
-            await answer(send, 500, error_body("server_error", "internal error"))
+            await send_json(send, 500, error_json("server_error", "internal error"))
             return
-        await answer(send, 200, result if isinstance(result, bytes) else _encoder.encode(result))
+        await send_json(send, 200, result if isinstance(result, bytes) else _encoder.encode(result))
 
     return app

@@ -225,7 +225,7 @@ class Matchmaker:
                     stake_cents=r.stake_cents,
                     seat_count=r.seat_count,
                     taken=r.taken,
-                    free_seats=[s for s in range(r.seat_count) if s not in set(r.seats)],
+                    free_seats=[s for s in range(r.seat_count) if s not in r.seats],
                 )
                 for r in rows
             ]

@@ -239,18 +239,14 @@ class FeedBatcher:
                 "engine",
                 self.backends.engine.post(f"/internal/matches/{match_id}/feeds", body, SeatFeeds),
             )
+            if len(result.feeds) != len(live):
+                raise ServiceError(
+                    502, "bad_gateway", "the engine answered a different number of reads"
+                )
         except Exception as exc:
             for _, _, fut in live:
                 if not fut.done():
                     fut.set_exception(exc)
-            return
-        if len(result.feeds) != len(live):
-            wrong = ServiceError(
-                502, "bad_gateway", "the engine answered a different number of reads"
-            )
-            for _, _, fut in live:
-                if not fut.done():
-                    fut.set_exception(wrong)
             return
         for (_, _, fut), feed in zip(live, result.feeds, strict=True):
             if not fut.done():
@@ -554,14 +550,13 @@ class _Table:
             for table, feed in zip(tables, applied.feeds, strict=True):
                 if feed.events.seat != table.seat:
                     continue  # never another seat's feed
-                if table is self:
-                    if not await self.deliver(feed):
-                        self.sub.wake()
-                    continue
                 try:
                     if not await table.deliver(feed):
                         table.sub.wake()
-                except Exception as exc:  # that socket is closing: its own loop ends it
+                except Exception as exc:
+                    if table is self:
+                        raise
+                    # another socket that is closing: its own loop ends it
                     log.debug("table_deliver_failed", error=type(exc).__name__)
 
     async def pump_chat(self) -> None:

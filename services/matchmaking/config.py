@@ -43,8 +43,8 @@ class MatchmakingConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknow
     request_retention_ms: int = 86_400_000
 
     def offered_tiers(self, kind: str) -> list[str]:
-        # Absent a configuration, every kind at every tier (not rebuilt per call: every join
-        # asks this two or three times).
+        # Absent a configuration, every kind at every tier (no kind -> tiers table built per
+        # call: every join asks this).
         if self.offered is None:
             return list(TIERS) if kind in CATALOGUE else []
         return list(self.offered.get(kind, []))

@@ -183,9 +183,10 @@ class Matchmaker:
 
     def _kind(self, kind: str, tier: str) -> Kind:
         found = CATALOGUE.get(kind)
-        if found is None or not self.config.offered_tiers(kind):
+        tiers = self.config.offered_tiers(kind)
+        if found is None or not tiers:
             raise not_found("unknown_kind", f"no table kind {kind!r} is offered")
-        if tier not in self.config.offered_tiers(kind):
+        if tier not in tiers:
             raise bad_request("tier_not_offered", f"{kind} is not offered at tier {tier!r}")
         return found
 

@@ -92,7 +92,7 @@ class GroupCommit:
         self._pending: list[_Op] = []
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self.batches = 0
+        self.calls = 0  # database calls, a batch or one operation alone
         self.operations = 0
         self.most_in_flight = 0
 
@@ -132,7 +132,7 @@ class GroupCommit:
 
     async def _run(self, ops: list[_Op]) -> None:
         try:
-            self.batches += 1
+            self.calls += 1
             self.operations += len(ops)
             if len(ops) == 1:
                 await self._alone(ops[0])
@@ -151,10 +151,8 @@ class GroupCommit:
     async def _alone(self, op: _Op) -> None:
         try:
             raw = await self.ledger.call_raw(op.operation, *op.args)
-        except BaseException as exc:  # the caller gets it, whatever it is
+        except Exception as exc:  # the caller gets it; a cancellation is `_run`'s
             _fail(op, exc)
-            if not isinstance(exc, Exception):
-                raise
         else:
             _succeed(op, raw)
 
@@ -194,10 +192,6 @@ def _succeed(op: _Op, raw: str) -> None:
         op.future.set_result(raw)
 
 
-def _fail(op: _Op, exc: BaseException) -> None:
-    if op.future.done():
-        return
-    if isinstance(exc, Exception):
+def _fail(op: _Op, exc: Exception) -> None:
+    if not op.future.done():
         op.future.set_exception(exc)
-    else:
-        op.future.cancel()

@@ -70,7 +70,7 @@ async def test_one_batch_keeps_each_outcome(ledger: Ledger, url: str) -> None:
         ("release", ledger.release_args(key(), "bt-r1")),
     ]
     out = await _outcomes(group, calls)
-    assert (group.batches, group.operations) == (2, len(calls))
+    assert (group.calls, group.operations) == (2, len(calls))
 
     _posted(out[0])
     held = _posted(out[1])
@@ -131,7 +131,7 @@ async def test_a_batch_cut_mid_call_runs_each_operation_once(ledger: Ledger, url
         await admin.close()
     for outcome in out:
         _posted(outcome)
-    assert group.batches == 2
+    assert group.calls == 2
     assert await balance(ledger, "wallet:bc_a") == 900
     assert await balance(ledger, "wallet:bc_b") == 800
     assert await balance(ledger, "wallet:bc_c") == 990
@@ -149,7 +149,7 @@ async def test_a_failed_batch_call_falls_back_to_single_calls(
     ]
     out = await _outcomes(group, calls)
     assert [type(o) for o in out] == [EntryResult] * 4
-    assert group.batches == 2
+    assert group.calls == 2
     assert await entry_count(url) == before + 4
     assert await balance(ledger, "wallet:bf_a") == 600
 

@@ -34,7 +34,7 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str, group
     """Alone: every operation its own call. Group commit: as the service runs them, several
     to a transaction (`ledger.post_batch`), which must keep the same guarantees, deadlocks
     included: a batch takes its row locks in the one global order too."""
-    # small batches, so that several calls run at once (a slot opens when a batch is full)
+    # small batches, so that several calls run at once (a call opens when half a batch waits)
     group = GroupCommit(ledger, max_batch=4) if grouped else None
     if group is not None:
         ledger.runner = group.call
@@ -105,7 +105,7 @@ async def test_hammering_wallets_and_one_hot_pot(ledger: Ledger, url: str, group
     assert unexpected == []
     if group is not None:
         # the run really grouped operations, and ran several calls at once
-        assert group.operations > group.batches * 2, (group.operations, group.batches)
+        assert group.operations > group.calls * 2, (group.operations, group.calls)
         assert group.most_in_flight > 1
     assert len(closings) == 1, closings  # the hot pot closed exactly once
 

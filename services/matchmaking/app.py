@@ -15,11 +15,13 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
 from services.common.direct import post_json
+from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
 from services.matchmaking.db import Database
+from services.matchmaking.kinds import CATALOGUE
 from services.matchmaking.service import Clock, JoinSpec, Matchmaker, _hash, wall_clock_ms
 
 log = get_logger()
@@ -46,7 +48,7 @@ async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate)
     """A join that names a kind and tier: a quick join or a new private table."""
     mm = _mm(state)
     mm._kind(data.kind, data.tier)
-    _check_partner(mm, data.kind, data.partner_id)
+    _check_partner(data.kind, data.partner_id)
     spec = JoinSpec(
         op,
         data.player_id,
@@ -95,8 +97,6 @@ async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResu
 @post("/v1/tables/cpu", status_code=200)
 async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult:
     mm = _mm(state)
-    from services.common.errors import bad_request
-
     if "free" not in mm.config.offered_tiers(data.kind):
         mm._kind(data.kind, "free")
         raise bad_request("cpu_free_only", "CPU tables are free tables")
@@ -132,10 +132,7 @@ async def table_status(state: State, table_id: FromPath[str]) -> c.TableStatus:
     return await _mm(state).table_status(table_id[:64])
 
 
-def _check_partner(mm: Matchmaker, kind: str, partner_id: str | None) -> None:
-    from services.common.errors import bad_request
-    from services.matchmaking.kinds import CATALOGUE
-
+def _check_partner(kind: str, partner_id: str | None) -> None:
     if partner_id is not None and not CATALOGUE[kind].pairs:
         raise bad_request("partner_not_pairs", f"{kind} is not played in pairs")
 

@@ -148,12 +148,13 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
     try:
         horizon = await _horizon(conn)
         sealed = 0
+        last = await conn.fetchrow(
+            "SELECT entry_id, chain_hash FROM ledger.chain_links ORDER BY entry_id DESC LIMIT 1"
+        )
+        # the chain's end, carried from batch to batch (this sealer holds the sealer lock)
+        last_id = int(last["entry_id"]) if last else 0
+        previous = bytes(last["chain_hash"]) if last else GENESIS
         while sealed < max_entries:
-            last = await conn.fetchrow(
-                "SELECT entry_id, chain_hash FROM ledger.chain_links ORDER BY entry_id DESC LIMIT 1"
-            )
-            last_id = int(last["entry_id"]) if last else 0
-            previous = bytes(last["chain_hash"]) if last else GENESIS
             wanted = min(BATCH, max_entries - sealed)
             links: list[tuple[int, bytes, bytes]] = []
             while len(links) < wanted:

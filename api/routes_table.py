@@ -447,7 +447,16 @@ class _Table:
         self.send_lock = asyncio.Lock()
         self.bucket = _Bucket(FRAMES_PER_SECOND, FRAME_BURST)
         self.last_chat_at = 0.0
-        self.seq = 0  # the match seq up to which this socket has been sent every event
+
+    @property
+    def seq(self) -> int:
+        """The match seq up to which this socket has been sent every event. Kept on its
+        subscription, where a notification of an entry the socket has wakes nothing."""
+        return self.sub.seen_seq
+
+    @seq.setter
+    def seq(self, value: int) -> None:
+        self.sub.seen_seq = value
 
     async def send(self, value: Any) -> None:
         async with self.send_lock:
@@ -480,7 +489,6 @@ class _Table:
                 self.seq = max(self.seq, events[-1].seq)
             if not page.more:
                 self.seq = max(self.seq, page.seq)  # every event up to the match's seq is sent
-            self.sub.seen_seq = self.seq
             self.sub.fed_at = time.monotonic()
         return not page.more
 
@@ -689,7 +697,6 @@ async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]
             else:
                 table.seq = first.snapshot.seq
                 await table.send({"type": "snapshot", "seq": table.seq, "view": first.snapshot})
-            sub.seen_seq = table.seq
             reads.join(table)
             tasks = [
                 asyncio.create_task(table.pump_events()),

@@ -97,10 +97,10 @@ async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResu
 @post("/v1/tables/cpu", status_code=200)
 async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult:
     mm = _mm(state)
-    if "free" not in mm.config.offered_tiers(data.kind):
-        mm._kind(data.kind, "free")
+    tiers = mm.config.offered_tiers(data.kind)
+    if tiers and "free" not in tiers:  # a kind offered, but only for money
         raise bad_request("cpu_free_only", "CPU tables are free tables")
-    mm._kind(data.kind, "free")
+    mm._kind(data.kind, "free")  # an unknown kind: 404 unknown_kind
     spec = JoinSpec(
         "cpu", data.player_id, data.idempotency_key, _hash(data), None, data.kind, "free"
     )

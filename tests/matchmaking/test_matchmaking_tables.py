@@ -68,6 +68,19 @@ async def test_bad_input_is_refused_with_a_reason_and_holds_nothing(db, internal
         assert (err.status, err.code) == (404, "invite_not_found")
 
 
+async def test_cpu_tables_are_free_tables_of_an_offered_kind(db, internal_secret):
+    config = MatchmakingConfig(sweep_interval_ms=0, offered={"apuesta-1v1": ["10"]})
+    async with stack(db, internal_secret, config) as s:
+        cpu = c.PlayVsCpu(idempotency_key="cpu-bad", player_id="solo", kind="apuesta-1v1")
+        err = await refused(s.mm.post("/v1/tables/cpu", cpu, c.JoinResult))
+        assert (err.status, err.code) == (400, "cpu_free_only")
+        cpu = c.PlayVsCpu(idempotency_key="cpu-bad2", player_id="solo", kind="no-such-kind")
+        err = await refused(s.mm.post("/v1/tables/cpu", cpu, c.JoinResult))
+        assert (err.status, err.code) == (404, "unknown_kind")
+        assert await s.open_holds() == {}
+        assert (await s.mm.get("/v1/players/solo/tables", c.PlayerTables)).tables == []
+
+
 async def test_paid_table_fills_moves_every_hold_into_the_pot_and_starts(db, internal_secret):
     async with stack(db, internal_secret) as s:
         players = [f"pay{i}" for i in range(4)]

@@ -68,15 +68,14 @@ class PgFairnessLog:
     async def append(self, envelope: Mapping[str, Any]) -> None:
         """Returns once the record is committed to the log (or the log already holds it)."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._writer is None or self._writer.done():
+        queue = self._queue
+        if queue is None or self._loop is not loop or self._writer is None or self._writer.done():
             self._loop = loop
-            self._queue = asyncio.Queue(maxsize=MAX_PENDING_FAIRNESS)
-            self._writer = loop.create_task(self._write_batches(self._queue))
-        if self._queue is None:
-            raise RuntimeError("fairness writer not started")
+            queue = self._queue = asyncio.Queue(maxsize=MAX_PENDING_FAIRNESS)
+            self._writer = loop.create_task(self._write_batches(queue))
         fut: asyncio.Future[None] = loop.create_future()
         try:
-            self._queue.put_nowait((envelope, fut))
+            queue.put_nowait((envelope, fut))
         except asyncio.QueueFull:
             raise LogError("transparency log writer overloaded") from None
         await fut

@@ -170,6 +170,55 @@ async def test_limits_are_checked(ledger: Ledger) -> None:
     _refused(out[2], 503, "ledger_unavailable")  # the queue was full: refused, not queued
 
 
+async def test_the_next_call_waits_for_the_callers_just_answered(ledger: Ledger) -> None:
+    """After a call, a request that waited during it does not go alone at once: it waits
+    (at most linger_ms) until as many operations wait as were answered, then they share a
+    call. A lone caller coming back finds its target met and goes at once."""
+    await funded(ledger, "bw_a", 1000)
+    group = GroupCommit(ledger, max_in_flight=1, linger_ms=100)
+
+    def hold(i: int) -> Any:
+        return group.call("hold", *ledger.hold_args(key(), "bw_a", f"bw-r{i}", 10, "USD", "t"))
+
+    await hold(0)  # alone: nothing in flight
+    await hold(1)  # the one caller answered came back: its target (1) is met, it goes at once
+    assert group.calls == 2
+    first = asyncio.ensure_future(hold(2))
+    waiting = asyncio.ensure_future(hold(3))
+    await first  # went alone; `waiting` arrived during it
+    assert group.calls == 3 and not waiting.done()
+    # The wait's deadline is not what this test is about: take it away, so that only the
+    # arrival of the answered caller's next request can end the wait.
+    assert group._linger is not None
+    group._linger.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert group.calls == 3 and not waiting.done()
+    await asyncio.gather(waiting, hold(4))  # the answered caller is back: both go together
+    assert (group.calls, group.operations) == (4, 5)
+    assert await balance(ledger, "wallet:bw_a") == 950
+
+
+async def test_a_wait_that_did_not_pay_turns_waiting_off_for_a_while(ledger: Ledger) -> None:
+    await funded(ledger, "bo_a", 1000)
+    group = GroupCommit(ledger, max_in_flight=1, linger_ms=0.001)
+
+    def hold(i: int) -> Any:
+        return group.call("hold", *ledger.hold_args(key(), "bo_a", f"bo-r{i}", 10, "USD", "t"))
+
+    first = asyncio.ensure_future(hold(0))
+    waiting = asyncio.ensure_future(hold(1))
+    await first
+    await waiting  # nobody else came: the deadline sent it alone
+    assert group.calls == 2
+    # it ran alone, and the next calls do not wait
+    assert group._linger_skip == batch.LINGER_BACKOFF_CALLS - 1
+    await asyncio.gather(hold(2), hold(3))
+    assert group.calls == 4 and group._linger is None
+    with pytest.raises(ValueError):
+        GroupCommit(ledger, linger_ms=-1)
+
+
 async def test_the_database_refuses_an_oversized_batch(ledger: Ledger) -> None:
     n = batch.MAX_BATCH + 1
     async with ledger.pool.acquire() as conn:

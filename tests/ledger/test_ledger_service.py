@@ -330,7 +330,8 @@ async def test_audit_sets_the_holds_and_reconciliation_gauges(
         await admin.execute(planted, 5)
         try:
             assert await reconcile_today(ledger) >= 1
-            assert REGISTRY.get_sample_value("mesa_reconciliation_discrepancies") >= 1
+            found = REGISTRY.get_sample_value("mesa_reconciliation_discrepancies")
+            assert found is not None and found >= 1
         finally:
             await admin.execute(planted, -5)
         assert await reconcile_today(ledger) == 0

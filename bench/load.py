@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 
+from bench import server_side
 from bench.common import percentile, write_result
 from bench.sim import (
     DEPOSIT_CENTS,
@@ -126,6 +129,16 @@ async def run_size(
                     lags_ms.append(max(0.0, late_ms))
 
         lagger = asyncio.create_task(loop_lag())
+        scrapes: list[dict[str, Any]] = []
+
+        async def scrape_window() -> None:
+            # The services' own histograms over the measured window (bench/server_side.py).
+            urls = platform.service_urls()
+            for at in (stats.measure_from, stop_at):
+                await asyncio.sleep(max(0.0, at - time.monotonic()))
+                scrapes.append(await server_side.scrape(urls))
+
+        scraper = asyncio.create_task(scrape_window())
         pauses = GcPauses()
         gc.callbacks.append(pauses)
 
@@ -139,6 +152,8 @@ async def run_size(
         finally:
             gc.callbacks.remove(pauses)
         finished_at = time.monotonic()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(scraper, 30)
         sampler.cancel()
         lagger.cancel()
         lags_ms.sort()
@@ -176,6 +191,7 @@ async def run_size(
                 "count": len(pauses.pauses_ms),
                 "max": round(max(pauses.pauses_ms, default=0.0), 2),
             },
+            "server_side": server_side.summarize(*scrapes) if len(scrapes) == 2 else {},
             "errors": errors,
             "error_codes": dict(stats.errors),
             "error_samples": stats.error_samples[:5],
@@ -273,6 +289,17 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         platform.stop()
 
 
+def _run_loop(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
+    """The load generator on uvloop, as the services run: it shares the cores with the platform
+    it measures, so every millisecond of its own per action is one the platform cannot have."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
 def _cpus() -> int:
     import os
 
@@ -294,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.05 <= args.rate <= 5 or not 1 <= args.duration_s <= 3600:
         parser.error("--rate must be within 0.05..5 and --duration-s within 1..3600")
     try:
-        result = asyncio.run(main_async(args))
+        result = _run_loop(main_async(args))
     except SimError as exc:
         print(f"load: {exc}", file=sys.stderr)
         return 1

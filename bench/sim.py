@@ -205,6 +205,19 @@ class Platform:
                     return child.pid
         return None
 
+    def service_urls(self) -> dict[str, str]:
+        """Every service process's base URL, by process name (`engine`, `engine-1`, ...)."""
+        out: dict[str, str] = {}
+        for name, count in (("engine", self.engines), ("gateway", self.gateways)):
+            base = int(self.env[f"MESA_{name.upper()}_PORT"])
+            for i in range(count):
+                out[name if i == 0 else f"{name}-{i}"] = (
+                    f"http://127.0.0.1:{base + REPLICA_STRIDE * i}"
+                )
+        for name in ("ledger", "matchmaking"):
+            out[name] = f"http://127.0.0.1:{self.env[f'MESA_{name.upper()}_PORT']}"
+        return out
+
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time used so far by each service process and by PostgreSQL (all backends)."""
         out: dict[str, float] = {}
@@ -455,6 +468,11 @@ class Seat:
             async for raw in self.ws:
                 msg = _decode_frame(raw)
                 kind = msg.get("type")
+                if kind == "ack" and "update" in msg:
+                    # The acting socket's update rides on its ack (docs/api.md).
+                    self._resolve(msg)
+                    msg = msg["update"]
+                    kind = "update"
                 if kind in ("snapshot", "update"):
                     view = msg["view"]
                     if view["seq"] >= self.seq:
@@ -464,11 +482,7 @@ class Seat:
                 elif kind == "events":
                     self.driver.changed.set()
                 elif kind in ("ack", "error"):
-                    fut = self.pending.pop(str(msg.get("ref", "")), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(msg)
-                    elif kind == "error":
-                        self.driver.stats.error("ws_" + str(msg.get("error")), str(msg))
+                    self._resolve(msg)
         except (websockets.WebSocketException, OSError):
             pass
         finally:
@@ -478,6 +492,14 @@ class Seat:
                     fut.set_result({"type": "error", "error": "disconnected"})
             self.pending.clear()
             self.driver.changed.set()
+
+    def _resolve(self, msg: dict[str, Any]) -> None:
+        """An `ack` or `error` answers the action with its `ref`."""
+        fut = self.pending.pop(str(msg.get("ref", "")), None)
+        if fut is not None and not fut.done():
+            fut.set_result(msg)
+        elif msg.get("type") == "error":
+            self.driver.stats.error("ws_" + str(msg.get("error")), str(msg))
 
     async def close(self) -> None:
         if self.ws is not None:

@@ -39,6 +39,7 @@ from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
 from services.common.errors import ServiceError
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
+from services.common.loop_health import LoopHealth
 from services.common.metrics import REQUEST_SECONDS, REQUESTS, render
 
 log = get_logger()
@@ -338,13 +339,14 @@ def create_service_app(
             await engine.dispose()
 
     middleware = service_middleware(service, settings, public)
+    loop_health = LoopHealth()
     app = Litestar(
         route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
         state=State({"settings": settings, "service": service, "public": public}),
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[middleware],
-        on_startup=[open_db, *on_startup, freeze_heap],
-        on_shutdown=[*on_shutdown, close_db],
+        on_startup=[open_db, *on_startup, freeze_heap, loop_health.start],
+        on_shutdown=[loop_health.stop, *on_shutdown, close_db],
         request_max_body_size=MAX_REQUEST_BODY_BYTES,
         logging_config=None,
         **litestar_kwargs,

@@ -57,6 +57,20 @@ RECONCILIATION_DISCREPANCIES = Gauge(
     "Discrepancies found by the last ledger reconciliation",
     registry=REGISTRY,
 )
+LOOP_LAG_SECONDS = Histogram(
+    "mesa_event_loop_lag_seconds",
+    "How late a short timer fires on the process's event loop: time every request, socket "
+    "frame and background task in the process waited for the loop",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
+GC_PAUSE_SECONDS = Histogram(
+    "mesa_gc_pause_seconds",
+    "Garbage-collector passes and how long each stalled the process, by generation",
+    ["generation"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
 
 
 def render() -> tuple[bytes, str]:

@@ -467,25 +467,33 @@ class _Table:
         await self.send({"type": "snapshot", "seq": view.seq, "view": view})
         return view.seq
 
-    async def deliver(self, feed: SeatFeed) -> bool:
+    async def deliver(self, feed: SeatFeed, ack: dict[str, Any] | None = None) -> bool:
         """Send the part of `feed` this socket has not had: its events after `self.seq` and,
         on the last page, the seat's view with them in one `update` frame. Feeds may arrive
         out of order (an action's answer and a woken read): what was sent is never sent again
-        and `self.seq` never goes back. True when `feed` was the last page."""
+        and `self.seq` never goes back. With `ack` (the acting socket), the ack goes first and
+        carries the update in the same frame: one frame per action for the actor, not two.
+        True when `feed` was the last page."""
         page = feed.events
         async with self.send_lock:
             events = page.events
             if events and events[0].seq <= self.seq:
                 events = [e for e in events if e.seq > self.seq]
+            frame: dict[str, Any] | None = None
             if events:
                 view = None if page.more else feed.snapshot
                 if view is None:
-                    frame: dict[str, Any] = {
-                        "type": "events", "seq": events[-1].seq, "events": events
-                    }  # fmt: skip
+                    frame = {"type": "events", "seq": events[-1].seq, "events": events}
                 else:
                     frame = {"type": "update", "seq": view.seq, "events": events, "view": view}
+            if ack is not None:
+                if frame is not None and frame["type"] == "update":
+                    ack = {**ack, "update": {k: frame[k] for k in ("seq", "events", "view")}}
+                    frame = None
+                await self.socket.send_text(_encode(ack))
+            if frame is not None:
                 await self.socket.send_text(_encode(frame))
+            if events:
                 self.seq = max(self.seq, events[-1].seq)
             if not page.more:
                 self.seq = max(self.seq, page.seq)  # every event up to the match's seq is sent
@@ -552,18 +560,22 @@ class _Table:
                     {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
                 )
                 return
-            await self.send({"type": "ack", "ref": frame.ref, "seq": applied.seq})
-            if len(applied.feeds) != len(tables):
-                return  # not the answer asked for: the notification brings the feeds instead
-            for table, feed in zip(tables, applied.feeds, strict=True):
-                if feed.events.seat != table.seat:
-                    continue  # never another seat's feed
+            ack = {"type": "ack", "ref": frame.ref, "seq": applied.seq}
+            # A different count is not the answer asked for: the notification brings the feeds.
+            same = len(applied.feeds) == len(tables)
+            feeds = list(zip(tables, applied.feeds, strict=True)) if same else []
+            own = next((f for t, f in feeds if t is self and f.events.seat == self.seat), None)
+            if own is None:
+                await self.send(ack)
+            elif not await self.deliver(own, ack):
+                self.sub.wake()
+            for table, feed in feeds:
+                if table is self or feed.events.seat != table.seat:
+                    continue  # sent with the ack; never another seat's feed
                 try:
                     if not await table.deliver(feed):
                         table.sub.wake()
                 except Exception as exc:
-                    if table is self:
-                        raise
                     # another socket that is closing: its own loop ends it
                     log.debug("table_deliver_failed", error=type(exc).__name__)
 

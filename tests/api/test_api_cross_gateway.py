@@ -180,3 +180,54 @@ async def test_socket_on_one_gateway_hears_actions_made_through_another(
                     break
                 await asyncio.sleep(0.02)
             assert feed_a.subscriptions == 0
+
+
+async def test_an_action_made_on_a_socket_is_acked_with_its_update(
+    platform_db: str, internal_secret: bytes, tmp_path: Path
+) -> None:
+    """The acting socket gets one frame per action: the ack, carrying the seat's new events
+    and view (docs/api.md), not an ack and then a separate update."""
+    name = "ackupd"
+    await make_user(platform_db, name)
+    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, _):
+        transport = httpx.ASGITransport(app=gw_a, client=("127.0.0.1", 50002))
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://testserver") as a,
+            serve(gw_a) as port,
+        ):
+            headers = await bearer(a, name)
+            r = await a.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
+            assert r.status_code == 200, r.text
+            match_id = r.json()["match_id"]
+            url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
+            async with websockets.connect(url, additional_headers=headers) as ws:
+                hello = await next_frame(ws, "hello")
+                view = (await next_frame(ws, "snapshot"))["view"]
+                acked = []
+                for n in range(40):  # the CPU may move first: act on the newest view
+                    action = action_for(view)
+                    if action is None:
+                        view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
+                        continue
+                    ref = f"r{n}"
+                    await ws.send(
+                        json.dumps(
+                            {"type": "action", "ref": ref, "seq": view["seq"], "action": action}
+                        )
+                    )
+                    reply = await next_frame(ws, ("ack", "error"))
+                    assert reply["ref"] == ref, reply
+                    if reply["type"] == "error":
+                        assert reply["error"] == "stale_seq", reply
+                        view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
+                        continue
+                    update = reply["update"]
+                    assert update["seq"] >= reply["seq"] > view["seq"]
+                    assert update["events"] and update["events"][0]["seq"] > view["seq"]
+                    assert update["view"]["seat"] == hello["seat"]
+                    assert update["view"]["seq"] == update["seq"]
+                    acked.append(reply["seq"])
+                    view = update["view"]
+                    if len(acked) == 3 or view["state"]["status"] != "playing":
+                        break
+                assert acked, "no action was acknowledged"

@@ -68,7 +68,10 @@ export class Table {
   }
 
   onMessage(m) {
-    if (m.type === "hello") {
+    if (m.type === "ack") {
+      // Our action was applied; its update (the new events and our view) rides on the ack.
+      if (m.update) this.onMessage({ type: "update", ...m.update });
+    } else if (m.type === "hello") {
       this.seat = m.seat;
     } else if (m.type === "events") {
       for (const e of m.events) this.onEvent(e);

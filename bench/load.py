@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import os
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from bench.sim import (
     Stats,
     TableDriver,
     check_invariants,
+    run_queue_wait_s,
     setup_players,
     wait_settled,
 )
@@ -106,6 +108,7 @@ async def run_size(
         ]
         cpu_before = platform.cpu_seconds()
         cpu_before["load_generator"] = _own_cpu_s()
+        waits_before = _run_queue_waits(platform)
         actions_before = stats.actions_total
         samples: list[int] = []
 
@@ -159,6 +162,7 @@ async def run_size(
         lags_ms.sort()
         cpu_after = platform.cpu_seconds()
         cpu_after["load_generator"] = _own_cpu_s()
+        waits_after = _run_queue_waits(platform)
         actions_all = max(1, stats.actions_total - actions_before)
         window = stop_at - stats.measure_from
         lat = sorted(stats.latencies_ms)
@@ -207,6 +211,12 @@ async def run_size(
             },
             # CPU per acknowledged action over the whole run (warm-up and drain included, so
             # it stays comparable when other work shares the cores): what bounds the table count.
+            # Time runnable but waiting for a core, per action: CPU contention (the platform's
+            # own processes and anything else on the machine), not work.
+            "run_queue_wait_ms_per_action": {
+                k: round(1000 * (waits_after[k] - waits_before.get(k, 0.0)) / actions_all, 3)
+                for k in waits_after
+            },
             "actions_all": actions_all,
             "cpu_ms_per_action": {
                 k: round(1000 * (cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0)) / actions_all, 3)
@@ -224,6 +234,14 @@ async def run_size(
     finally:
         for c in clients:
             await c.aclose()
+
+
+def _run_queue_waits(platform: Platform) -> dict[str, float]:
+    waits = platform.run_queue_wait_seconds()
+    own = run_queue_wait_s(os.getpid())
+    if own is not None:
+        waits["load_generator"] = own
+    return waits
 
 
 def _pace_factor() -> float:
@@ -301,8 +319,6 @@ def _run_loop(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _cpus() -> int:
-    import os
-
     return os.cpu_count() or 0
 
 

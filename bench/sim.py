@@ -218,9 +218,9 @@ class Platform:
             out[name] = f"http://127.0.0.1:{self.env[f'MESA_{name.upper()}_PORT']}"
         return out
 
-    def cpu_seconds(self) -> dict[str, float]:
-        """CPU time used so far by each service process and by PostgreSQL (all backends)."""
-        out: dict[str, float] = {}
+    def _process_groups(self) -> list[tuple[str, list[psutil.Process]]]:
+        """Each service process by name, and PostgreSQL with all its backends."""
+        groups: list[tuple[str, list[psutil.Process]]] = []
         for child in self._children():
             with contextlib.suppress(psutil.Error):
                 cmd = child.cmdline()
@@ -232,13 +232,46 @@ class Platform:
                     name = cmd[cmd.index("serve") + 1]
                 else:
                     continue
-                total = 0.0
-                for p in procs:
-                    with contextlib.suppress(psutil.Error):
-                        t = p.cpu_times()
-                        total += t.user + t.system
-                out[name] = out.get(name, 0.0) + total
+                groups.append((name, procs))
+        return groups
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU time used so far by each service process and by PostgreSQL (all backends)."""
+        out: dict[str, float] = {}
+        for name, procs in self._process_groups():
+            total = 0.0
+            for p in procs:
+                with contextlib.suppress(psutil.Error):
+                    t = p.cpu_times()
+                    total += t.user + t.system
+            out[name] = out.get(name, 0.0) + total
         return out
+
+    def run_queue_wait_seconds(self) -> dict[str, float]:
+        """Time each process group spent runnable but waiting for a core (Linux schedstat;
+        empty elsewhere): how much of a tail is queueing for the CPU, not the work itself."""
+        out: dict[str, float] = {}
+        for name, procs in self._process_groups():
+            waited = [run_queue_wait_s(p.pid) for p in procs]
+            out[name] = out.get(name, 0.0) + sum(w for w in waited if w is not None)
+        return out
+
+
+def run_queue_wait_s(pid: int) -> float | None:
+    """Seconds the threads of `pid` waited on a run queue so far (/proc/<pid>/task/*/schedstat,
+    second field, ns), or None where that is not available."""
+    total_ns = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total_ns += int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total_ns / 1e9
 
 
 # ----------------------------------------------------------------------------------- players

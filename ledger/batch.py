@@ -46,10 +46,11 @@ MAX_PENDING = 4096
 # `_arm_linger`): about two client round trips on this machine. Never longer: a request that
 # finds no call in flight and nobody recently answered still goes at once.
 LINGER_MS = 2.0
-# When a wait ran out before those callers came back (callers that do not send again at once,
-# e.g. independent requests arriving at random), the next this many calls do not wait at all:
-# the database must not sit idle while work waits for arrivals that are not coming.
-LINGER_BACKOFF_CALLS = 64
+# When a wait ran out with requests waiting but fewer than half of those awaited (callers that
+# do not send again at once, e.g. independent requests arriving at random), the next this many
+# calls do not wait at all: the database must not sit idle while work waits for arrivals that
+# are not coming. (A wait that ends with nothing waiting delayed nobody: no back-off.)
+LINGER_BACKOFF_CALLS = 16
 
 # What `ledger.post_batch` runs: the table's money; cashier work is rare and goes alone.
 BATCHED = frozenset({"hold", "release", "start", "settle", "void"})
@@ -94,8 +95,8 @@ class GroupCommit:
             raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
         if max_in_flight < 1 or max_pending < 1:
             raise ValueError("max_in_flight and max_pending must be positive")
-        if not 0 <= linger_ms <= 100:
-            raise ValueError("linger_ms must be 0..100")
+        if not 0 <= linger_ms <= 1000:
+            raise ValueError("linger_ms must be 0..1000")
         self.ledger = ledger
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
@@ -106,6 +107,8 @@ class GroupCommit:
         self._linger: asyncio.TimerHandle | None = None
         self._linger_target = 0
         self._linger_skip = 0  # calls left that do not wait (after a wait that did not pay)
+        self._linger_due = 0.0  # when the wait should end (event loop time)
+        self._linger_late = False  # the deadline came late once; see `_deadline`
         # a further call is worth its own transaction once half a batch waits for it
         self.open_slot_at = max(1, max_batch // 2)
         self._pending: list[_Op] = []
@@ -146,17 +149,32 @@ class GroupCommit:
             self._linger_skip -= 1
             return
         self._linger_target = min(self.max_batch, len(self._pending) + answered)
+        self._linger_late = False
         if self._linger is not None:
             self._linger.cancel()
-        self._linger = asyncio.get_running_loop().call_later(self.linger_s, self._linger_over)
+        loop = asyncio.get_running_loop()
+        self._linger_due = loop.time() + self.linger_s
+        self._linger = loop.call_later(self.linger_s, self._deadline)
+
+    def _deadline(self) -> None:
+        loop = asyncio.get_running_loop()
+        missing = len(self._pending) < self._linger_target
+        if missing and not self._linger_late and loop.time() > self._linger_due + self.linger_s:
+            # Late: the event loop stalled (a long step of other work, or the process was not
+            # scheduled). Requests that arrived meanwhile may not have been read yet (due timers
+            # run first): once, wait as long again for the loop to read them.
+            self._linger_late = True
+            self._linger = loop.call_later(self.linger_s, self._deadline)
+            return
+        if 0 < 2 * len(self._pending) < self._linger_target:
+            self._linger_skip = LINGER_BACKOFF_CALLS
+        self._linger_over()
 
     def _linger_over(self) -> None:
-        """The wait ran out (or the group closes): go with what is waiting."""
+        """Stop waiting (the deadline, or the group closes): go with what is waiting."""
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-            if len(self._pending) < self._linger_target:
-                self._linger_skip = LINGER_BACKOFF_CALLS
         self._start_calls()
 
     def _start_calls(self) -> None:

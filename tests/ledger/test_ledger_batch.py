@@ -175,7 +175,7 @@ async def test_the_next_call_waits_for_the_callers_just_answered(ledger: Ledger)
     (at most linger_ms) until as many operations wait as were answered, then they share a
     call. A lone caller coming back finds its target met and goes at once."""
     await funded(ledger, "bw_a", 1000)
-    group = GroupCommit(ledger, max_in_flight=1, linger_ms=100)
+    group = GroupCommit(ledger, max_in_flight=1, linger_ms=1000)
 
     def hold(i: int) -> Any:
         return group.call("hold", *ledger.hold_args(key(), "bw_a", f"bw-r{i}", 10, "USD", "t"))
@@ -196,27 +196,56 @@ async def test_the_next_call_waits_for_the_callers_just_answered(ledger: Ledger)
     assert group.calls == 3 and not waiting.done()
     await asyncio.gather(waiting, hold(4))  # the answered caller is back: both go together
     assert (group.calls, group.operations) == (4, 5)
+    await group.close()
     assert await balance(ledger, "wallet:bw_a") == 950
 
 
 async def test_a_wait_that_did_not_pay_turns_waiting_off_for_a_while(ledger: Ledger) -> None:
     await funded(ledger, "bo_a", 1000)
-    group = GroupCommit(ledger, max_in_flight=1, linger_ms=0.001)
+    group = GroupCommit(ledger, max_batch=3, max_in_flight=1, linger_ms=1000)
 
     def hold(i: int) -> Any:
         return group.call("hold", *ledger.hold_args(key(), "bo_a", f"bo-r{i}", 10, "USD", "t"))
 
-    first = asyncio.ensure_future(hold(0))
-    waiting = asyncio.ensure_future(hold(1))
-    await first
-    await waiting  # nobody else came: the deadline sent it alone
+    # one alone, then the other three (a full batch: they need not wait for the first's caller)
+    await asyncio.gather(*(hold(i) for i in range(4)))
     assert group.calls == 2
-    # it ran alone, and the next calls do not wait
+    lone = asyncio.ensure_future(hold(4))
+    await asyncio.sleep(0)  # it arrives, and waits for the three just answered
+    assert group._linger is not None and group.calls == 2
+    group._linger.cancel()
+    group._deadline()  # as its timer would: 1 of 3 there, so it goes, and waiting turns off
+    await lone
+    assert group.calls == 3 and group._linger is None
     assert group._linger_skip == batch.LINGER_BACKOFF_CALLS - 1
-    await asyncio.gather(hold(2), hold(3))
-    assert group.calls == 4 and group._linger is None
+    await asyncio.gather(hold(5), hold(6))  # the second waited during the first, then went at once
+    assert group.calls == 5 and group._linger is None
+    assert await balance(ledger, "wallet:bo_a") == 930
     with pytest.raises(ValueError):
         GroupCommit(ledger, linger_ms=-1)
+
+
+async def test_a_wait_that_half_paid_keeps_waiting_on(ledger: Ledger) -> None:
+    """At the deadline, with at least half of the awaited operations there, they go together
+    and waiting stays on."""
+    await funded(ledger, "bh_a", 1000)
+    group = GroupCommit(ledger, max_in_flight=1, linger_ms=1000)
+
+    def hold(i: int) -> Any:
+        return group.call("hold", *ledger.hold_args(key(), "bh_a", f"bh-r{i}", 10, "USD", "t"))
+
+    first = asyncio.ensure_future(hold(0))
+    during = [asyncio.ensure_future(hold(i)) for i in (1, 2, 3)]
+    await first  # alone; the three that came during it wait for a fourth
+    assert group.calls == 1 and group._linger is not None
+    group._linger.cancel()
+    group._deadline()  # as its timer would
+    assert group._linger is None
+    await asyncio.gather(*during)
+    assert (group.calls, group.operations, group._linger_skip) == (2, 4, 0)
+    await group.close()
+    assert group._linger is None
+    assert await balance(ledger, "wallet:bh_a") == 960
 
 
 async def test_the_database_refuses_an_oversized_batch(ledger: Ledger) -> None:

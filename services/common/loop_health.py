@@ -68,7 +68,14 @@ class LoopHealth:
 
     async def stop(self, _: object = None) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if task is None:
+            return
+        loop = task.get_loop()
+        if loop is not asyncio.get_running_loop():
+            # Started on another loop (a test client's portal): cancel it there.
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(task.cancel)
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

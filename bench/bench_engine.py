@@ -1,5 +1,5 @@
 """Engine throughput: actions/s one engine process accepts, persists (group-committed event
-log, then NOTIFY after the commit) and publishes, with many concurrent matches; p50/p99 latency of an action.
+log, its NOTIFY in the same commit) and publishes, with many concurrent matches; p50/p99 latency of an action.
 
 Runs the Engine in-process (no HTTP layer) against embedded PostgreSQL, with the real event
 log and, as in production, the PostgreSQL transparency log (every deal's commitment and result

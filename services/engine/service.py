@@ -396,8 +396,8 @@ class Engine:
             self.actors[match_id] = actor
             LIVE_MATCHES.set(len(self.actors))
             actor.start()
-            # The last entries' notifications may have been lost with the previous owner
-            # (they are sent after the commit): sockets catch up now, not at their safety net.
+            # A gateway may have missed the last entries' notifications (its listener was
+            # reconnecting): sockets catch up now, not at their safety net.
             self.store.notify(match_id, match.seq)
             return actor
 

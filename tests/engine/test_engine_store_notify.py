@@ -1,4 +1,4 @@
-"""Match-log appends: acknowledged only once committed; notified after the commit, in seq order
+"""Match-log appends: acknowledged only once committed; notified by the commit, in seq order
 per match; a match restored by an engine announces its current seq."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ async def test_engine_append_is_acknowledged_only_once_committed(
             waiting = bool(
                 await listener.fetchval(
                     "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND query LIKE 'INSERT INTO engine.match_log%'"
+                    " AND query LIKE '%INSERT INTO engine.match_log%'"
                 )
             )
             if waiting:

@@ -5,9 +5,7 @@ network hop, the snapshot, the commit record, the WAL flush, the driver's work p
 the posting itself. While the database is busy with earlier calls, the requests that arrive
 wait in a queue; as soon as a call slot frees up, everything waiting (up to `max_batch`) goes
 in one call. Under light load a request goes alone, at once, through the plain one-operation
-call, so batching adds no latency of its own there. The one wait: right after a call, the next
-waits for the callers that call just answered (their next requests usually follow at once), at
-most `LINGER_MS`.
+call, so batching never adds latency of its own: nothing waits on a timer.
 
 Each operation stays all or nothing in its own subtransaction (see migration 0005), and its
 caller is answered only after the shared commit. An operation refused by a rule (insufficient
@@ -42,15 +40,6 @@ MAX_BATCH = 32
 MAX_IN_FLIGHT = 4
 # Operations waiting for a call slot; beyond this, refuse (503) rather than queue without bound.
 MAX_PENDING = 4096
-# After a call, how long the next one may wait for the callers it just answered (see
-# `_arm_linger`): about two client round trips on this machine. Never longer: a request that
-# finds no call in flight and nobody recently answered still goes at once.
-LINGER_MS = 2.0
-# When a wait ran out with requests waiting but fewer than half of those awaited (callers that
-# do not send again at once, e.g. independent requests arriving at random), the next this many
-# calls do not wait at all: the database must not sit idle while work waits for arrivals that
-# are not coming. (A wait that ends with nothing waiting delayed nobody: no back-off.)
-LINGER_BACKOFF_CALLS = 16
 
 # What `ledger.post_batch` runs: the table's money; cashier work is rare and goes alone.
 BATCHED = frozenset({"hold", "release", "start", "settle", "void"})
@@ -89,26 +78,15 @@ class GroupCommit:
         max_batch: int = MAX_BATCH,
         max_in_flight: int = MAX_IN_FLIGHT,
         max_pending: int = MAX_PENDING,
-        linger_ms: float = LINGER_MS,
     ) -> None:
         if not 1 <= max_batch <= MAX_BATCH:
             raise ValueError(f"max_batch must be 1..{MAX_BATCH}")
         if max_in_flight < 1 or max_pending < 1:
             raise ValueError("max_in_flight and max_pending must be positive")
-        if not 0 <= linger_ms <= 1000:
-            raise ValueError("linger_ms must be 0..1000")
         self.ledger = ledger
         self.max_batch = max_batch
         self.max_in_flight = max_in_flight
         self.max_pending = max_pending
-        self.linger_s = linger_ms / 1000
-        # while set: the next call waits until `_linger_target` operations wait, or the handle
-        # fires (at most linger_ms)
-        self._linger: asyncio.TimerHandle | None = None
-        self._linger_target = 0
-        self._linger_skip = 0  # calls left that do not wait (after a wait that did not pay)
-        self._linger_due = 0.0  # when the wait should end (event loop time)
-        self._linger_late = False  # the deadline came late once; see `_deadline`
         # a further call is worth its own transaction once half a batch waits for it
         self.open_slot_at = max(1, max_batch // 2)
         self._pending: list[_Op] = []
@@ -132,57 +110,10 @@ class GroupCommit:
 
     async def close(self) -> None:
         """Wait for the calls in flight (new ones may still start from the queue)."""
-        self._linger_over()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _arm_linger(self, answered: int) -> None:
-        """After a call answered `answered` operations, with no call left in flight: let the
-        next call wait for as many operations as are waiting now plus those answered, at most
-        linger_ms. Why: the callers just answered usually send their next request at once.
-        Without the wait, a request that arrived during the call goes alone the moment it ends,
-        and the answered callers' requests queue behind it: at 8 clients the calls alternated
-        1 and 7 operations, two commits where one does, and each request waited for both."""
-        if self._in_flight or self.linger_s <= 0:
-            return
-        if self._linger_skip > 0:
-            self._linger_skip -= 1
-            return
-        self._linger_target = min(self.max_batch, len(self._pending) + answered)
-        self._linger_late = False
-        if self._linger is not None:
-            self._linger.cancel()
-        loop = asyncio.get_running_loop()
-        self._linger_due = loop.time() + self.linger_s
-        self._linger = loop.call_later(self.linger_s, self._deadline)
-
-    def _deadline(self) -> None:
-        loop = asyncio.get_running_loop()
-        missing = len(self._pending) < self._linger_target
-        if missing and not self._linger_late and loop.time() > self._linger_due + self.linger_s:
-            # Late: the event loop stalled (a long step of other work, or the process was not
-            # scheduled). Requests that arrived meanwhile may not have been read yet (due timers
-            # run first): once, wait as long again for the loop to read them.
-            self._linger_late = True
-            self._linger = loop.call_later(self.linger_s, self._deadline)
-            return
-        if 0 < 2 * len(self._pending) < self._linger_target:
-            self._linger_skip = LINGER_BACKOFF_CALLS
-        self._linger_over()
-
-    def _linger_over(self) -> None:
-        """Stop waiting (the deadline, or the group closes): go with what is waiting."""
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
-        self._start_calls()
-
     def _start_calls(self) -> None:
-        if self._linger is not None:
-            if len(self._pending) < self._linger_target:
-                return
-            self._linger.cancel()
-            self._linger = None
         # One call at a time while the queue is short: the requests that arrive meanwhile form
         # the next batch, and larger batches cost the database less per operation. A further
         # call slot opens only when half a batch is waiting (the database then has work for
@@ -215,7 +146,6 @@ class GroupCommit:
             raise
         finally:
             self._in_flight -= 1
-            self._arm_linger(len(ops))
             self._start_calls()
 
     async def _alone(self, op: _Op) -> None:

@@ -18,6 +18,7 @@ HISTOGRAMS = (
     "mesa_event_loop_lag_seconds",
     "mesa_gc_pause_seconds",
     "mesa_http_request_duration_seconds",
+    "mesa_engine_log_batch_entries",
 )
 # The routes whose latency is worth a line in the report (the per-action hops).
 ROUTES = ("/internal/matches/{match_id}/actions", "/internal/matches/{match_id}/feeds")
@@ -89,6 +90,12 @@ def summarize(before: dict[str, Buckets], after: dict[str, Buckets]) -> dict[str
                     "p99": _ms(_quantile(delta, 0.99)),
                     "p99.9": _ms(_quantile(delta, 0.999)),
                     "over_10ms": int(n - delta.get(0.01, 0.0)),
+                }
+            elif metric == "mesa_engine_log_batch_entries" and n:
+                entry["log_commits"] = {
+                    "commits": int(n),
+                    "entries_p50": _quantile(delta, 0.5),
+                    "entries_p99": _quantile(delta, 0.99),
                 }
             elif metric == "mesa_gc_pause_seconds" and n:
                 gc_passes[label.get("generation", "?")] = {

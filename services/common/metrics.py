@@ -57,6 +57,12 @@ RECONCILIATION_DISCREPANCIES = Gauge(
     "Discrepancies found by the last ledger reconciliation",
     registry=REGISTRY,
 )
+LOG_BATCH_ENTRIES = Histogram(
+    "mesa_engine_log_batch_entries",
+    "Match-log entries per commit of the engine's group commit",
+    buckets=(1, 2, 3, 4, 6, 8, 16, 64, 512),
+    registry=REGISTRY,
+)
 LOOP_LAG_SECONDS = Histogram(
     "mesa_event_loop_lag_seconds",
     "How late a short timer fires on the process's event loop: time every request, socket "

@@ -36,6 +36,7 @@ import msgspec
 
 from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
 from services.common.logging import get_logger
+from services.common.metrics import LOG_BATCH_ENTRIES
 from services.engine.contract import NOTIFY_CHANNEL
 
 log = get_logger()
@@ -46,13 +47,14 @@ MAX_PENDING_APPENDS = 20_000
 MAX_PENDING_NOTIFIES = 20_000  # beyond, notifications are dropped (the safety net covers them)
 MAX_NOTIFY_BATCH = 1_000
 NOTIFY_RETRY_MS = 200
-# Two writers: one overlaps its round trip with the other's commit. With commits no longer
-# serialized by NOTIFY, more writers only mean more, smaller fsyncs competing for the WAL and
-# the 2 cores. `bench engine`, memory fairness log, load 0.7-1.2, paced 2,000/s p99 (and
+# Two writers: one runs its INSERT while the other commits. (With the NOTIFY in the commit,
+# the commits themselves run one at a time; see the module docstring.) Measured with the NOTIFY
+# outside the commit (`bench engine`, memory fairness log, load 0.7-1.2, paced 2,000/s p99,
 # saturated actions/s): 1 writer 3.9-4.8 ms (13.0k/s), 2 writers 3.7-4.4 ms (13.9-15.0k/s),
 # 4 writers 4.9-5.1 ms (13.6k/s), 8 writers 8.8-11.7 ms. Waiting up to 0.2 ms for more
-# entries while another batch is in flight (commit_delay-like) gave 4.0-4.3 ms: no better,
-# left out.
+# entries while another batch is in flight gave 4.0-4.3 ms. A minimum interval between commits
+# (3 ms, so that more entries share one) cut the commits by only 10-20% at 300 actions/s of
+# the load test and delayed each engine step that follows an action by the interval: left out.
 WRITERS = 2
 LOCK_NAMESPACE = 0x454E47  # "ENG": second key of the two-key advisory lock
 LOCK_HEARTBEAT_MS = 1_000
@@ -232,6 +234,7 @@ class Store:
                     p.future.set_result(None)
 
     async def _write(self, batch: list[_Pending]) -> None:
+        LOG_BATCH_ENTRIES.observe(len(batch))
         # One statement, so one round trip and its own transaction (no BEGIN, no COMMIT), and
         # the entries' notifications in it: sent by the commit, in insertion order.
         async with self._pool().acquire() as conn:

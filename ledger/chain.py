@@ -145,6 +145,10 @@ _LINKS_SQL = (
 
 async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
     """Link every final, unsealed entry into the chain; returns how many were sealed."""
+    if conn.is_in_transaction():
+        # the horizon's lock is a transaction lock: inside a transaction block it would hold
+        # every new posting until that transaction ends
+        raise RuntimeError("seal the chain outside a transaction block")
     if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", SEALER_LOCK_KEY):
         return 0  # another sealer is at work
     try:

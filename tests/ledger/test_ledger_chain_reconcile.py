@@ -3,6 +3,7 @@ planted discrepancies are named."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 import pytest
@@ -10,6 +11,7 @@ from ledger_helpers import funded, key, seated_match, superuser
 
 from ledger import cashier_cli, chain, cli
 from ledger.ops import Ledger, Winner
+from ledger.schema import CHAIN_LOCK_KEY
 
 
 async def _book_some_activity(ledger: Ledger) -> None:
@@ -136,3 +138,40 @@ async def test_sealer_canonical_form_is_the_documented_one(ledger: Ledger, url: 
             assert chain.row_canonical(row) == chain.canonical_entry(entry, postings)
     finally:
         await admin.close()
+
+
+async def test_the_horizon_waits_for_posters_and_never_holds_them(ledger: Ledger, url: str) -> None:
+    """`ledger.chain_horizon`: NULL while a poster holds the chain lock (or, asked to wait,
+    the sequence's value once it commits); it keeps no lock after its call; the sealer refuses
+    to run inside a transaction block, where the lock would outlive the call."""
+    await funded(ledger, "hz_a", 100)
+    poster = await superuser(url)
+    sealer = await superuser(url)
+    try:
+        last = await sealer.fetchval("SELECT last_value FROM ledger.entries_id_seq")
+        assert await sealer.fetchval("SELECT ledger.chain_horizon(false)") == last
+        # it let go: a poster takes the lock shared at once, and then the horizon must wait
+        tx = poster.transaction()
+        await tx.start()
+        await poster.execute("SELECT pg_advisory_xact_lock_shared($1)", CHAIN_LOCK_KEY)
+        assert await sealer.fetchval("SELECT ledger.chain_horizon(false)") is None
+        sealer_pid = await sealer.fetchval("SELECT pg_backend_pid()")
+        waiting = asyncio.ensure_future(sealer.fetchval("SELECT ledger.chain_horizon(true)"))
+        for _ in range(400):
+            blocked = await poster.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND pid = $1",
+                sealer_pid,
+            )
+            if blocked:
+                break
+            await asyncio.sleep(0.01)  # polling another session's state: nothing to await
+        assert blocked == 1 and not waiting.done()
+        await tx.commit()
+        assert await waiting == last
+        async with sealer.transaction():
+            with pytest.raises(RuntimeError, match="outside a transaction"):
+                await chain.seal(sealer)
+    finally:
+        await poster.close()
+        await sealer.close()

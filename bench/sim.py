@@ -384,11 +384,15 @@ class Stats:
         if len(self.error_samples) < 20:
             self.error_samples.append(f"{code}: {detail[:200]}")
 
+    def measuring(self, at: float) -> bool:
+        """Whether monotonic time `at` is inside the measured window."""
+        return self.measure_from <= at <= self.measure_to
+
     def acted(self, sent_at: float, latency_ms: float) -> None:
         self.actions_total += 1
         self.last_ack_at = time.monotonic()
         self.last_ack_sent_at = max(self.last_ack_sent_at, sent_at)
-        if self.measure_from <= sent_at <= self.measure_to:
+        if self.measuring(sent_at):
             self.actions += 1
             self.latencies_ms.append(latency_ms)
 

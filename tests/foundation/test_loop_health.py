@@ -50,3 +50,18 @@ def test_collector_passes_are_timed_by_generation() -> None:
     before = _count("mesa_gc_pause_seconds", {"generation": "2"})
     gc.collect()
     assert _count("mesa_gc_pause_seconds", {"generation": "2"}) == before + 1
+
+
+def test_a_started_service_freezes_its_startup_heap_and_collects_fully_less_often() -> None:
+    from services.common.app import SERVICE_GC_THRESHOLDS, freeze_startup_heap
+
+    before = gc.get_threshold()
+    try:
+        freeze_startup_heap()
+        assert gc.get_threshold() == SERVICE_GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+        young, middle, full = SERVICE_GC_THRESHOLDS
+        assert (young, middle) == before[:2] and full > before[2]  # only full passes rarer
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -90,6 +90,19 @@ async def serve(app: Litestar) -> AsyncIterator[int]:
 VIEWS = ("snapshot", "update")  # the frames that carry the seat's view
 
 
+@asynccontextmanager
+async def cpu_match(
+    app: Litestar, name: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str], str]]:
+    """`name` signed in through `app` and seated at a new apuesta 1v1 against the CPU."""
+    transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 50001))
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+        headers = await bearer(client, name)
+        r = await client.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
+        assert r.status_code == 200, r.text
+        yield client, headers, str(r.json()["match_id"])
+
+
 async def next_frame(ws: Any, kinds: str | tuple[str, ...], min_seq: int = -1) -> dict[str, Any]:
     kinds = (kinds,) if isinstance(kinds, str) else kinds
     async with asyncio.timeout(FRAME_TIMEOUT_S):
@@ -128,15 +141,10 @@ async def test_socket_on_one_gateway_hears_actions_made_through_another(
         feed_a = gw_a.state.feed
         assert feed_a.backend == ("redis" if feed_redis_url else "postgres")
         feed_a.wake_timeout_s = feed_a.chat_wake_timeout_s = 600.0  # no safety net here
-        transport = httpx.ASGITransport(app=gw_b, client=("127.0.0.1", 50001))
         async with (
-            httpx.AsyncClient(transport=transport, base_url="http://testserver") as b,
+            cpu_match(gw_b, name) as (b, headers, match_id),
             serve(gw_a) as port,
         ):
-            headers = await bearer(b, name)
-            r = await b.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
-            assert r.status_code == 200, r.text
-            match_id = r.json()["match_id"]
             url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
             async with websockets.connect(url, additional_headers=headers) as ws:
                 hello = await next_frame(ws, "hello")
@@ -190,15 +198,10 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
     name = "ackupd"
     await make_user(platform_db, name)
     async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, _):
-        transport = httpx.ASGITransport(app=gw_a, client=("127.0.0.1", 50002))
         async with (
-            httpx.AsyncClient(transport=transport, base_url="http://testserver") as a,
+            cpu_match(gw_a, name) as (_, headers, match_id),
             serve(gw_a) as port,
         ):
-            headers = await bearer(a, name)
-            r = await a.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"}, headers=headers)
-            assert r.status_code == 200, r.text
-            match_id = r.json()["match_id"]
             url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
             async with websockets.connect(url, additional_headers=headers) as ws:
                 hello = await next_frame(ws, "hello")

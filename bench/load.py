@@ -216,6 +216,14 @@ async def run_size(
                 "p99": round(p99, 2),
                 "max": round(lat[-1], 2) if lat else 0.0,
             },
+            "latency_by_action_ms": {
+                kind: {
+                    "actions": len(v),
+                    "p50": round(percentile(sorted(v), 0.50), 2),
+                    "p99": round(percentile(sorted(v), 0.99), 2),
+                }
+                for kind, v in sorted(stats.latencies_by_kind_ms.items())
+            },
             "load_generator_loop_lag_ms": {
                 "p50": round(percentile(lags_ms, 0.50), 2),
                 "p99": round(percentile(lags_ms, 0.99), 2),

@@ -19,6 +19,7 @@ HISTOGRAMS = (
     "mesa_gc_pause_seconds",
     "mesa_http_request_duration_seconds",
     "mesa_engine_log_batch_entries",
+    "mesa_engine_log_commit_seconds",
 )
 # The routes whose latency is worth a line in the report (the per-action hops).
 ROUTES = ("/internal/matches/{match_id}/actions", "/internal/matches/{match_id}/feeds")
@@ -96,6 +97,12 @@ def summarize(before: dict[str, Buckets], after: dict[str, Buckets]) -> dict[str
                     "commits": int(n),
                     "entries_p50": _quantile(delta, 0.5),
                     "entries_p99": _quantile(delta, 0.99),
+                }
+            elif metric == "mesa_engine_log_commit_seconds" and n:
+                entry["log_commit_ms"] = {
+                    "p50": _ms(_quantile(delta, 0.5)),
+                    "p99": _ms(_quantile(delta, 0.99)),
+                    "p99.9": _ms(_quantile(delta, 0.999)),
                 }
             elif metric == "mesa_gc_pause_seconds" and n:
                 gc_passes[label.get("generation", "?")] = {

@@ -365,6 +365,8 @@ class Stats:
     measure_from: float = 0.0
     measure_to: float = float("inf")
     latencies_ms: list[float] = field(default_factory=list)
+    # By action type (play, seed_commit, ...): which steps make the tail.
+    latencies_by_kind_ms: dict[str, list[float]] = field(default_factory=dict)
     actions: int = 0
     actions_total: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -388,13 +390,15 @@ class Stats:
         """Whether monotonic time `at` is inside the measured window."""
         return self.measure_from <= at <= self.measure_to
 
-    def acted(self, sent_at: float, latency_ms: float) -> None:
+    def acted(self, sent_at: float, latency_ms: float, kind: str = "") -> None:
         self.actions_total += 1
         self.last_ack_at = time.monotonic()
         self.last_ack_sent_at = max(self.last_ack_sent_at, sent_at)
         if self.measuring(sent_at):
             self.actions += 1
             self.latencies_ms.append(latency_ms)
+            if kind:
+                self.latencies_by_kind_ms.setdefault(kind, []).append(latency_ms)
 
 
 @dataclass
@@ -453,6 +457,15 @@ _decode_frame = msgspec.json.Decoder(dict[str, Any]).decode
 
 def _encode_frame(frame: dict[str, Any]) -> str:
     return msgspec.json.encode(frame).decode()
+
+
+def _action_kind(action: dict[str, Any], ack: dict[str, Any]) -> str:
+    """The action's type, marked when it ended a hand or the match (the engine signs and logs
+    the deal's result before it answers)."""
+    kinds = {e.get("kind") for e in ack.get("update", {}).get("events", ())}
+    ending = "match_ended" if "match_ended" in kinds else "hand_ended"
+    suffix = f"+{ending}" if ending in kinds else ""
+    return f"{action.get('type', '')}{suffix}"
 
 
 class Seat:
@@ -716,7 +729,7 @@ class TableDriver:
             reply = await seat.act(action, 10.0)
             latency_ms = (time.perf_counter() - t0) * 1000
             if reply.get("type") == "ack":
-                self.stats.acted(sent, latency_ms)
+                self.stats.acted(sent, latency_ms, _action_kind(action, reply))
                 target = int(reply["seq"])
                 # Wait (event-driven, bounded) for the snapshots the ack implies.
                 for _ in range(50):

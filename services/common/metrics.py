@@ -63,6 +63,12 @@ LOG_BATCH_ENTRIES = Histogram(
     buckets=(1, 2, 3, 4, 6, 8, 16, 64, 512),
     registry=REGISTRY,
 )
+LOG_COMMIT_SECONDS = Histogram(
+    "mesa_engine_log_commit_seconds",
+    "Time of one match-log group commit (the INSERT, its NOTIFY and the WAL flush)",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    registry=REGISTRY,
+)
 LOOP_LAG_SECONDS = Histogram(
     "mesa_event_loop_lag_seconds",
     "How late a short timer fires on the process's event loop: time every request, socket "

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ import msgspec
 
 from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
 from services.common.logging import get_logger
-from services.common.metrics import LOG_BATCH_ENTRIES
+from services.common.metrics import LOG_BATCH_ENTRIES, LOG_COMMIT_SECONDS
 from services.engine.contract import NOTIFY_CHANNEL
 
 log = get_logger()
@@ -235,6 +236,7 @@ class Store:
 
     async def _write(self, batch: list[_Pending]) -> None:
         LOG_BATCH_ENTRIES.observe(len(batch))
+        started = time.perf_counter()
         # One statement, so one round trip and its own transaction (no BEGIN, no COMMIT), and
         # the entries' notifications in it: sent by the commit, in insertion order.
         async with self._pool().acquire() as conn:
@@ -249,6 +251,7 @@ class Store:
                 [p.record for p in batch],
                 NOTIFY_CHANNEL,
             )
+        LOG_COMMIT_SECONDS.observe(time.perf_counter() - started)
         for p in batch:
             if not p.future.done():
                 p.future.set_result(None)

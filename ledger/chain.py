@@ -34,11 +34,18 @@ FORMAT = "mesa-ledger-entry-v1"
 GENESIS = bytes(32)
 SEALER_LOCK_KEY = CHAIN_LOCK_KEY + 1
 BATCH = 2000
-# Rows read (and hashed) per query inside a batch. The sealer runs on the ledger service's
-# event loop: every await between two reads lets requests through, so a stretch of work
-# without one stays around a millisecond instead of the tens a 2,000-row read and hash took
-# (it showed in the service's p99 once a second).
-CHUNK = 200
+# The sealer runs on the ledger service's event loop and shares the cores with the posting
+# path, so it works in small steps and lets requests through between them: rows read (and
+# links written) per statement, entries hashed between two yields, and a pause after each
+# statement. One second's worth of postings used to be sealed in one burst (2,000-row reads,
+# then 200 rows per statement, no pause): quiet, 8 clients of holds, p99 6.9-7.3 ms with the
+# sealer against 3.9-4.0 ms without it; in these steps, 4.4-4.6 ms (and 2,670 holds/s
+# against 2,500-2,670). The pauses bound a steady sealer to roughly 10,000 entries a second;
+# a backlog beyond PACE_BACKLOG_MAX (a restart, a bulk load) is sealed without them.
+CHUNK = 50
+HASH_SLICE = 10
+PACE_S = 0.002
+PACE_BACKLOG_MAX = 20_000
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -154,12 +161,14 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
     try:
         horizon = await _horizon(conn)
         sealed = 0
+        pause_s = 0.0
         last = await conn.fetchrow(
             "SELECT entry_id, chain_hash FROM ledger.chain_links ORDER BY entry_id DESC LIMIT 1"
         )
         # the chain's end, carried from batch to batch (this sealer holds the sealer lock)
         last_id = int(last["entry_id"]) if last else 0
         previous = bytes(last["chain_hash"]) if last else GENESIS
+        pause_s = PACE_S if horizon - last_id <= PACE_BACKLOG_MAX else 0.0
         while sealed < max_entries:
             wanted = min(BATCH, max_entries - sealed)
             links: list[tuple[int, bytes, bytes]] = []
@@ -169,11 +178,14 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
                 )
                 if not rows:
                     break
-                for row in rows:
+                for n, row in enumerate(rows, 1):
                     digest = row_hash(row)
                     previous = link(previous, digest)
                     links.append((int(row["id"]), digest, previous))
+                    if n % HASH_SLICE == 0:
+                        await asyncio.sleep(0)  # let requests through
                 last_id = links[-1][0]
+                await asyncio.sleep(pause_s)
             if not links:
                 break
             async with conn.transaction():
@@ -199,6 +211,7 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
                         [chained for _, _, chained in part],
                         seal_id,
                     )
+                    await asyncio.sleep(pause_s)
             sealed += len(links)
         return sealed
     finally:

@@ -51,6 +51,9 @@ from bench.sim import (
 
 P99_LIMIT_MS = 100.0
 WARMUP_S = 5.0
+MAX_WARMUP_S = 60.0
+SETTLE_S = 3.0  # from the last table's first match to the window (> 2 * SCRAPE_MARGIN_S)
+SCRAPE_MARGIN_S = 1.0  # the services' /metrics are read this long before and after the window
 HTTP_CONNECTIONS = 32  # per gateway
 GC_THRESHOLDS = (50_000, 50, 100)  # the load generator's (defaults 700, 10, 10)
 
@@ -102,10 +105,31 @@ async def run_size(
     ]
     try:
         start = time.monotonic()
-        stats.measure_from = start + WARMUP_S
-        stop_at = stats.measure_from + duration_s
-        stats.measure_to = stop_at
-        deadline = stop_at + drain_s
+        # The measured window opens once every table has its first match running (WARMUP_S
+        # at the least, MAX_WARMUP_S at the most), SETTLE_S later: hundreds of tables starting
+        # at once (private tables, joins, sockets, first deals) are a burst no steady state
+        # sees, and a window opened during it measured that burst (every action over 30 ms
+        # of a 30 s window at 300 tables was in the window's first 1.3 s). Until then the
+        # window lies beyond the bound, so nothing is measured.
+        stats.measure_from = start + MAX_WARMUP_S
+        stats.measure_to = stats.measure_from + duration_s
+        schedule = Schedule(stats.measure_to, stats.measure_to + drain_s)
+        horizon_s = MAX_WARMUP_S + duration_s + drain_s + 10
+        window_set = asyncio.Event()
+
+        async def open_window() -> None:
+            for _ in range(int(MAX_WARMUP_S * 10)):  # bounded: MAX_WARMUP_S
+                if stats.matches_started >= tables:
+                    break
+                await asyncio.sleep(0.1)
+            now = time.monotonic()
+            begin = min(start + MAX_WARMUP_S, max(start + WARMUP_S, now + SETTLE_S))
+            stats.measure_from = begin
+            stats.measure_to = schedule.stop_at = begin + duration_s
+            schedule.deadline = schedule.stop_at + drain_s
+            window_set.set()
+
+        opener = asyncio.create_task(open_window())
         drivers = [
             TableDriver(
                 i, (players[2 * i], players[2 * i + 1]), clients, stats, 1.0 / rate, records
@@ -119,7 +143,7 @@ async def run_size(
         samples: list[int] = []
 
         async def sample() -> None:
-            for _ in range(int((deadline - start) * 2) + 10):
+            for _ in range(int(horizon_s * 2)):
                 await asyncio.sleep(0.5)
                 if stats.measuring(time.monotonic()):
                     samples.append(stats.live_tables)
@@ -130,7 +154,7 @@ async def run_size(
         async def loop_lag() -> None:
             # How late a 10 ms timer fires in this process: the part of the client-observed
             # latency that is the load generator's own event loop, not the platform.
-            for _ in range(int((deadline - start) * 100) + 100):
+            for _ in range(int(horizon_s * 100)):
                 before = time.perf_counter()
                 await asyncio.sleep(0.01)
                 late_ms = (time.perf_counter() - before) * 1000 - 10
@@ -141,9 +165,14 @@ async def run_size(
         scrapes: list[dict[str, Any]] = []
 
         async def scrape_window() -> None:
-            # The services' own histograms over the measured window (bench/server_side.py).
+            # The services' own histograms over the measured window (bench/server_side.py),
+            # scraped a second before it and a second after it: rendering `/metrics` holds a
+            # service's event loop for a while, and scraped at the window's edges it delayed
+            # the actions in flight there (measured: every action over 30 ms of a 30 s window
+            # at 300 tables was within 0.2 s of its start, where the first scrape was).
             urls = platform.service_urls()
-            for at in (stats.measure_from, stop_at):
+            await window_set.wait()
+            for at in (stats.measure_from - SCRAPE_MARGIN_S, stats.measure_to + SCRAPE_MARGIN_S):
                 await asyncio.sleep(max(0.0, at - time.monotonic()))
                 scrapes.append(await server_side.scrape(urls))
 
@@ -157,12 +186,15 @@ async def run_size(
             # 300 tables, with its thresholds raised). So collect just before the window, not
             # at all inside it (bounded: `--duration-s`), and again after; the report shows
             # what its memory grew by meanwhile.
-            await asyncio.sleep(max(0.0, stats.measure_from - 1.0 - time.monotonic()))
+            await window_set.wait()
+            await asyncio.sleep(
+                max(0.0, stats.measure_from - 2 * SCRAPE_MARGIN_S - time.monotonic())
+            )
             gc.collect()
             gc.disable()
             rss_mb.append(_own_rss_mb())
             try:
-                await asyncio.sleep(max(0.0, stop_at - time.monotonic()))
+                await asyncio.sleep(max(0.0, stats.measure_to - time.monotonic()))
             finally:
                 rss_mb.append(_own_rss_mb())
                 gc.enable()
@@ -174,7 +206,7 @@ async def run_size(
         # Stagger the starts over the warm-up so the tables do not all act in the same instant.
         async def staggered(d: TableDriver) -> None:
             await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
-            await d.run(Schedule(stop_at, deadline))
+            await d.run(schedule)
 
         try:
             await asyncio.gather(*(staggered(d) for d in drivers))
@@ -188,13 +220,14 @@ async def run_size(
         with contextlib.suppress(Exception):
             await asyncio.wait_for(scraper, 30)
         sampler.cancel()
+        opener.cancel()
         lagger.cancel()
         lags_ms.sort()
         cpu_after = platform.cpu_seconds()
         cpu_after["load_generator"] = _own_cpu_s()
         waits_after = _run_queue_waits(platform)
         actions_all = max(1, stats.actions_total - actions_before)
-        window = stop_at - stats.measure_from
+        window = stats.measure_to - stats.measure_from
         lat = sorted(stats.latencies_ms)
         errors = sum(stats.errors.values())
         p99 = percentile(lat, 0.99)
@@ -245,7 +278,8 @@ async def run_size(
             "matches_started": stats.matches_started,
             "matches_over": stats.matches_over,
             "lobby_polls": stats.lobby_polls,
-            "drain_s": round(finished_at - stop_at, 1),
+            "warmup_s": round(stats.measure_from - start, 1),
+            "drain_s": round(finished_at - stats.measure_to, 1),
             "cpu_s_during_run": {
                 k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in cpu_after
             },

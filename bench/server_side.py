@@ -3,7 +3,8 @@
 The client-observed latency of a load run is the sum of every hop; these histograms split it:
 each process's event-loop lag (`mesa_event_loop_lag_seconds`), its collector pauses
 (`mesa_gc_pause_seconds`) and each route's own latency (`mesa_http_request_duration_seconds`).
-A scrape before and one after a measured window give the window's counts per bucket.
+A scrape a second before and one a second after a measured window give its counts per
+bucket (with those two seconds: a scrape holds a service's loop, so not at the window's edge).
 """
 
 from __future__ import annotations

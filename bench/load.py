@@ -8,11 +8,14 @@ at `--rate` actions per second per table (a new match as soon as one ends, while
 measurement runs); after the measured window the matches still running are played to their
 end at a faster pace (bounded by `--drain-s`), then the ledger is reconciled: trial balance
 zero, every pot zero, every wallet = deposit - stakes + payouts (from the match results).
-Latency is client-observed: action frame sent -> its ack frame received.
+Latency is client-observed: action frame sent -> its ack frame received. The measured window
+(`--duration-s`) opens once every table has its first match running: concurrent tables in
+steady state, not their start-up (which the report gives as `warmup_s`).
 
 Ramp mode runs each size in turn on one platform and reports the highest that holds
 (p99 < 100 ms, no errors, the set pace reached). Results: bench/results/load.json.
-Bounded: every size runs `--duration-s` plus at most `--drain-s`; traffic only to 127.0.0.1.
+Bounded: every size runs at most 60 s of start-up, `--duration-s` and `--drain-s`; traffic only
+to 127.0.0.1.
 """
 
 from __future__ import annotations

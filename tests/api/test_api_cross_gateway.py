@@ -112,6 +112,18 @@ async def next_frame(ws: Any, kinds: str | tuple[str, ...], min_seq: int = -1) -
                 return dict(frame)
 
 
+@asynccontextmanager
+async def table_socket(
+    port: int, match_id: str, headers: dict[str, str]
+) -> AsyncIterator[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """The match's table socket on the gateway served at `port`: (socket, hello, first view)."""
+    url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
+    async with websockets.connect(url, additional_headers=headers) as ws:
+        hello = await next_frame(ws, "hello")
+        view = (await next_frame(ws, "snapshot"))["view"]
+        yield ws, hello, view
+
+
 def action_for(view: dict[str, Any]) -> dict[str, Any] | None:
     legal = view["legal"]
     if not legal:
@@ -145,10 +157,7 @@ async def test_socket_on_one_gateway_hears_actions_made_through_another(
             cpu_match(gw_b, name) as (b, headers, match_id),
             serve(gw_a) as port,
         ):
-            url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
-            async with websockets.connect(url, additional_headers=headers) as ws:
-                hello = await next_frame(ws, "hello")
-                view = (await next_frame(ws, "snapshot"))["view"]
+            async with table_socket(port, match_id, headers) as (ws, hello, view):
                 assert hello["seat"] == view["seat"] and feed_a.subscriptions == 1
                 accepted = None
                 for _ in range(20):  # the CPU may move first: act on the newest view
@@ -202,10 +211,7 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
             cpu_match(gw_a, name) as (_, headers, match_id),
             serve(gw_a) as port,
         ):
-            url = f"ws://127.0.0.1:{port}/api/matches/{match_id}/ws"
-            async with websockets.connect(url, additional_headers=headers) as ws:
-                hello = await next_frame(ws, "hello")
-                view = (await next_frame(ws, "snapshot"))["view"]
+            async with table_socket(port, match_id, headers) as (ws, hello, view):
                 acked = []
                 for n in range(40):  # the CPU may move first: act on the newest view
                     action = action_for(view)

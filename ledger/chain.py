@@ -161,7 +161,6 @@ async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
     try:
         horizon = await _horizon(conn)
         sealed = 0
-        pause_s = 0.0
         last = await conn.fetchrow(
             "SELECT entry_id, chain_hash FROM ledger.chain_links ORDER BY entry_id DESC LIMIT 1"
         )

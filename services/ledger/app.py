@@ -14,7 +14,7 @@ import datetime as dt
 import re
 import time
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from litestar import Litestar, MediaType, Response, get
@@ -90,18 +90,6 @@ def _ledger(state: State) -> Ledger:
 
 def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
-
-
-T = TypeVar("T")
-_decoders: dict[type[Any], msgspec.json.Decoder[Any]] = {}
-
-
-def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
-    """Strict msgspec decoding: a string where a number belongs is refused, not coerced."""
-    decoder = _decoders.get(kind)
-    if decoder is None:
-        decoder = _decoders[kind] = msgspec.json.Decoder(kind)
-    return decoder
 
 
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
@@ -185,7 +173,9 @@ async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -
 
 
 def _direct(path: str, kind: type[Any], handler: Any) -> DirectRoute:
-    return DirectRoute(re.compile(re.escape(path)), path, post_json(_decoder(kind), handler))
+    # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
+    decoder = msgspec.json.Decoder(kind)
+    return DirectRoute(re.compile(re.escape(path)), path, post_json(decoder, handler))
 
 
 DIRECT_ROUTES = (

@@ -30,6 +30,7 @@ from fairness.keys import OperatorKey
 from services.common.app import freeze_startup_heap
 from services.common.db import create_engine
 from services.common.errors import ServiceError
+from services.common.loop_health import GcTimer, probe_loop_lag
 from services.engine import rules as R
 from services.engine.clock import RealClock
 from services.engine.contract import (
@@ -70,30 +71,27 @@ class _TimedStore(Store):
 
 
 class _Probes:
-    """GC pauses (gc.callbacks) and event-loop lag while recording is on."""
+    """GC pauses and event-loop lag while recording is on (services.common.loop_health)."""
 
     def __init__(self) -> None:
         self.gc_ms: list[float] = []
         self.lag_ms: list[float] = []
         self.recording = False
-        self._gc_started = 0.0
+        self._gc = GcTimer(self._on_gc)
 
-    def _gc(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        elif self.recording:
-            self.gc_ms.append((time.perf_counter() - self._gc_started) * 1000)
+    def _on_gc(self, generation: int, seconds: float) -> None:
+        if self.recording:
+            self.gc_ms.append(seconds * 1000)
 
-    async def _lag(self) -> None:
-        while True:
-            t0 = time.perf_counter()
-            await asyncio.sleep(LAG_TICK_S)
-            if self.recording:
-                self.lag_ms.append((time.perf_counter() - t0 - LAG_TICK_S) * 1000)
+    def _on_lag(self, seconds: float) -> None:
+        if self.recording:
+            self.lag_ms.append(seconds * 1000)
 
     def __enter__(self) -> _Probes:
         gc.callbacks.append(self._gc)
-        self._task = asyncio.get_running_loop().create_task(self._lag())
+        self._task = asyncio.get_running_loop().create_task(
+            probe_loop_lag(self._on_lag, LAG_TICK_S)
+        )
         return self
 
     def __exit__(self, *_: object) -> None:

@@ -51,6 +51,7 @@ from bench.sim import (
     setup_players,
     wait_settled,
 )
+from services.common.loop_health import probe_loop_lag
 
 P99_LIMIT_MS = 100.0
 WARMUP_S = 5.0
@@ -59,22 +60,6 @@ SETTLE_S = 3.0  # from the last table's first match to the window (> 2 * SCRAPE_
 SCRAPE_MARGIN_S = 1.0  # the services' /metrics are read this long before and after the window
 HTTP_CONNECTIONS = 32  # per gateway
 GC_THRESHOLDS = (50_000, 50, 100)  # the load generator's (defaults 700, 10, 10)
-
-
-class GcPauses:
-    """The load generator's own garbage-collector pauses in the measured window (each one
-    stalls every table)."""
-
-    def __init__(self, stats: Stats) -> None:
-        self.stats = stats
-        self.pauses_ms: list[float] = []
-        self._started = 0.0
-
-    def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        elif len(self.pauses_ms) < 1_000_000 and self.stats.measuring(time.monotonic()):
-            self.pauses_ms.append((time.perf_counter() - self._started) * 1000)
 
 
 def _own_rss_mb() -> float:
@@ -154,17 +139,13 @@ async def run_size(
         sampler = asyncio.create_task(sample())
         lags_ms: list[float] = []
 
-        async def loop_lag() -> None:
-            # How late a 10 ms timer fires in this process: the part of the client-observed
-            # latency that is the load generator's own event loop, not the platform.
-            for _ in range(int(horizon_s * 100)):
-                before = time.perf_counter()
-                await asyncio.sleep(0.01)
-                late_ms = (time.perf_counter() - before) * 1000 - 10
-                if stats.measuring(time.monotonic()):
-                    lags_ms.append(max(0.0, late_ms))
+        def on_lag(late_s: float) -> None:
+            if stats.measuring(time.monotonic()):
+                lags_ms.append(late_s * 1000)
 
-        lagger = asyncio.create_task(loop_lag())
+        # How late a 10 ms timer fires in this process: the part of the client-observed
+        # latency that is the load generator's own event loop, not the platform.
+        lagger = asyncio.create_task(probe_loop_lag(on_lag, 0.01, int(horizon_s * 100)))
         scrapes: list[dict[str, Any]] = []
 
         async def scrape_window() -> None:
@@ -203,23 +184,17 @@ async def run_size(
                 gc.enable()
 
         collector_off = asyncio.create_task(no_collector_in_window())
-        pauses = GcPauses(stats)
-        gc.callbacks.append(pauses)
 
         # Stagger the starts over the warm-up so the tables do not all act in the same instant.
         async def staggered(d: TableDriver) -> None:
             await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
             await d.run(schedule)
 
-        try:
-            await asyncio.gather(*(staggered(d) for d in drivers))
-        finally:
-            gc.callbacks.remove(pauses)
+        await asyncio.gather(*(staggered(d) for d in drivers))
         finished_at = time.monotonic()
-        collector_off.cancel()
+        collector_off.cancel()  # its `finally` turns the collector back on
         with contextlib.suppress(asyncio.CancelledError):
             await collector_off
-        gc.enable()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(scraper, 30)
         sampler.cancel()
@@ -265,10 +240,6 @@ async def run_size(
                 "p99": round(percentile(lags_ms, 0.99), 2),
                 "max": round(lags_ms[-1], 2) if lags_ms else 0.0,
             },
-            "load_generator_gc_pause_ms": {
-                "count": len(pauses.pauses_ms),
-                "max": round(max(pauses.pauses_ms, default=0.0), 2),
-            },
             # Its collector is off in the measured window: what its memory grew by there.
             "load_generator_rss_mb": [round(x, 1) for x in rss_mb],
             "server_side": server_side.summarize(*scrapes) if len(scrapes) == 2 else {},
@@ -286,8 +257,6 @@ async def run_size(
             "cpu_s_during_run": {
                 k: round(cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0), 1) for k in cpu_after
             },
-            # CPU per acknowledged action over the whole run (warm-up and drain included, so
-            # it stays comparable when other work shares the cores): what bounds the table count.
             # Time runnable but waiting for a core, per action: CPU contention (the platform's
             # own processes and anything else on the machine), not work.
             "run_queue_wait_ms_per_action": {
@@ -295,6 +264,8 @@ async def run_size(
                 for k in waits_after
             },
             "actions_all": actions_all,
+            # CPU per acknowledged action over the whole run (warm-up and drain included, so
+            # it stays comparable when other work shares the cores): what bounds the table count.
             "cpu_ms_per_action": {
                 k: round(1000 * (cpu_after.get(k, 0.0) - cpu_before.get(k, 0.0)) / actions_all, 3)
                 for k in cpu_after

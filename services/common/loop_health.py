@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import time
+from collections.abc import Callable
 from typing import Any
 
 from services.common.metrics import GC_PAUSE_SECONDS, LOOP_LAG_SECONDS
@@ -19,39 +20,49 @@ from services.common.metrics import GC_PAUSE_SECONDS, LOOP_LAG_SECONDS
 # Often enough to catch a stall of a few ms, rare enough to cost nothing (50 wake-ups a second).
 LAG_PROBE_INTERVAL_MS = 20
 
-_gc_started_at = 0.0
 _gc_hooked = False
 
 
-def _on_gc(phase: str, info: dict[str, Any]) -> None:
-    global _gc_started_at
-    if phase == "start":
-        _gc_started_at = time.perf_counter()
-    else:
-        GC_PAUSE_SECONDS.labels(str(info.get("generation", "?"))).observe(
-            time.perf_counter() - _gc_started_at
-        )
+class GcTimer:
+    """A `gc.callbacks` hook: hands each collector pass's generation and duration (seconds)
+    to `observe`."""
+
+    def __init__(self, observe: Callable[[int, float], None]) -> None:
+        self.observe = observe
+        self._started_at = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started_at = time.perf_counter()
+        else:
+            self.observe(int(info.get("generation", -1)), time.perf_counter() - self._started_at)
+
+
+def _observe_gc(generation: int, seconds: float) -> None:
+    GC_PAUSE_SECONDS.labels(str(generation)).observe(seconds)
 
 
 def watch_gc() -> None:
-    """Time every collector pass of this process (once per process)."""
+    """Time every collector pass of this process into `mesa_gc_pause_seconds` (once)."""
     global _gc_hooked
     if not _gc_hooked:
-        gc.callbacks.append(_on_gc)
+        gc.callbacks.append(GcTimer(_observe_gc))
         _gc_hooked = True
 
 
-async def probe_loop_lag(max_probes: int | None = None) -> None:
-    """Sleep a short interval again and again and observe how late each wake-up is.
-
-    Bounded only by cancellation (the process's lifetime) unless `max_probes` is given."""
-    loop = asyncio.get_running_loop()
-    interval_s = LAG_PROBE_INTERVAL_MS / 1000
+async def probe_loop_lag(
+    observe: Callable[[float], None] = LOOP_LAG_SECONDS.observe,
+    interval_s: float = LAG_PROBE_INTERVAL_MS / 1000,
+    max_probes: int | None = None,
+) -> None:
+    """Sleep `interval_s` again and again and hand how late each wake-up is (seconds) to
+    `observe`. Bounded only by cancellation (the process's lifetime) unless `max_probes`."""
     probes = 0
     while max_probes is None or probes < max_probes:
-        before = loop.time()
+        # perf_counter, not loop.time(): uvloop's clock ticks in whole milliseconds
+        before = time.perf_counter()
         await asyncio.sleep(interval_s)
-        LOOP_LAG_SECONDS.observe(max(0.0, loop.time() - before - interval_s))
+        observe(max(0.0, time.perf_counter() - before - interval_s))
         probes += 1
 
 

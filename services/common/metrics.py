@@ -57,6 +57,8 @@ RECONCILIATION_DISCREPANCIES = Gauge(
     "Discrepancies found by the last ledger reconciliation",
     registry=REGISTRY,
 )
+# Sub-millisecond to a second: a stall of the event loop, a collector pass, a log commit.
+_STALL_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 LOG_BATCH_ENTRIES = Histogram(
     "mesa_engine_log_batch_entries",
     "Match-log entries per commit of the engine's group commit",
@@ -66,21 +68,21 @@ LOG_BATCH_ENTRIES = Histogram(
 LOG_COMMIT_SECONDS = Histogram(
     "mesa_engine_log_commit_seconds",
     "Time of one match-log group commit (the INSERT, its NOTIFY and the WAL flush)",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    buckets=_STALL_BUCKETS_S,
     registry=REGISTRY,
 )
 LOOP_LAG_SECONDS = Histogram(
     "mesa_event_loop_lag_seconds",
     "How late a short timer fires on the process's event loop: time every request, socket "
     "frame and background task in the process waited for the loop",
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    buckets=_STALL_BUCKETS_S,
     registry=REGISTRY,
 )
 GC_PAUSE_SECONDS = Histogram(
     "mesa_gc_pause_seconds",
     "Garbage-collector passes and how long each stalled the process, by generation",
     ["generation"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+    buckets=_STALL_BUCKETS_S,
     registry=REGISTRY,
 )
 

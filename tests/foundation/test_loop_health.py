@@ -39,8 +39,11 @@ async def test_a_blocked_loop_shows_as_lag() -> None:
 async def test_loop_health_task_starts_and_stops() -> None:
     health = LoopHealth()
     await health.start()
+    task = health._task
     await health.start()  # idempotent: one probe task
+    assert task is not None and health._task is task and not task.done()
     await health.stop()
+    assert task.cancelled() and health._task is None
     await health.stop()
 
 

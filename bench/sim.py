@@ -208,12 +208,13 @@ class Platform:
     def service_urls(self) -> dict[str, str]:
         """Every service process's base URL, by process name (`engine`, `engine-1`, ...)."""
         out: dict[str, str] = {}
-        for name, count in (("engine", self.engines), ("gateway", self.gateways)):
-            base = int(self.env[f"MESA_{name.upper()}_PORT"])
-            for i in range(count):
-                out[name if i == 0 else f"{name}-{i}"] = (
-                    f"http://127.0.0.1:{base + REPLICA_STRIDE * i}"
-                )
+        engine_base = int(self.env["MESA_ENGINE_PORT"])
+        engines = [
+            f"http://127.0.0.1:{engine_base + REPLICA_STRIDE * i}" for i in range(self.engines)
+        ]
+        for name, urls in (("engine", engines), ("gateway", self.gateway_urls)):
+            for i, url in enumerate(urls):
+                out[name if i == 0 else f"{name}-{i}"] = url
         for name in ("ledger", "matchmaking"):
             out[name] = f"http://127.0.0.1:{self.env[f'MESA_{name.upper()}_PORT']}"
         return out

@@ -41,6 +41,7 @@ import psutil
 from bench.common import write_result
 from bench.sim import (
     DEPOSIT_CENTS,
+    GatewayClient,
     MatchRecord,
     Platform,
     Player,
@@ -308,10 +309,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         players = await setup_players(
             platform.database_url, platform.gateway_urls[0], 2 * args.tables, "ch"
         )
-        limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         clients = [
-            httpx.AsyncClient(base_url=u, timeout=15.0, limits=limits)
-            for u in platform.gateway_urls
+            GatewayClient(u, max_connections=200, timeout_s=15.0) for u in platform.gateway_urls
         ]
         now = time.monotonic()
         # Provisional: the tables stop starting matches once the kills are done.

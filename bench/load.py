@@ -32,13 +32,13 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
-import httpx
 import psutil
 
 from bench import server_side
 from bench.common import percentile, write_result
 from bench.sim import (
     DEPOSIT_CENTS,
+    GatewayClient,
     MatchRecord,
     Platform,
     Player,
@@ -81,14 +81,10 @@ async def run_size(
     records: dict[str, MatchRecord],
 ) -> dict[str, Any]:
     stats = Stats()
-    # httpx's pool scans every connection on each request: a small pool per gateway keeps the
-    # load generator's own CPU (which shares the cores with the platform) down; the lobby
-    # calls that need it are short.
-    limits = httpx.Limits(
-        max_connections=HTTP_CONNECTIONS, max_keepalive_connections=HTTP_CONNECTIONS
-    )
+    # A small pool per gateway: the lobby calls that need one are short, and a burst of table
+    # starts queues for a connection instead of opening hundreds.
     clients = [
-        httpx.AsyncClient(base_url=url, timeout=30.0, limits=limits)
+        GatewayClient(url, max_connections=HTTP_CONNECTIONS, timeout_s=30.0)
         for url in platform.gateway_urls
     ]
     try:
@@ -335,9 +331,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             runs.append(run)
             if args.ramp and not run["holds"]:
                 break
-        async with httpx.AsyncClient(base_url=platform.gateway_urls[0], timeout=30) as c:
+        client = GatewayClient(platform.gateway_urls[0], timeout_s=30.0)
+        try:
             by_name = {p.name: p for p in players}
-            settle_s = await wait_settled(records, by_name, c, Stats(), args.settle_s)
+            settle_s = await wait_settled(records, by_name, client, Stats(), args.settle_s)
+        finally:
+            await client.aclose()
         deposits = {p.name: DEPOSIT_CENTS for p in players}
         checks = await check_invariants(platform.database_url, records, deposits)
         checks["settle_wait_s"] = round(settle_s, 1)

@@ -31,15 +31,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import asyncpg
 import httpx
 import msgspec
 import psutil
-import websockets
 
+from bench import wsclient
+from bench.wsclient import WebSocket, WsError
 from services.common.config import Settings, load_settings
 from services.common.embedded_pg import free_port, port_is_free
+from services.common.http1 import Http1Pool, TransportError, request_target
 
 READY_LINE = "ready; Ctrl-C stops everything"
 KIND = "apuesta-1v1"
@@ -51,6 +54,7 @@ SERVICE_NAMES = ("ledger", "engine", "matchmaking", "gateway")
 REPLICA_STRIDE = 100
 POLL_MIN_S = 0.05  # a table's status is polled after this long, then twice as long, ...
 POLL_MAX_S = 0.4
+WS_MAX_SIZE_BYTES = 1 << 20
 
 
 class SimError(Exception):
@@ -415,18 +419,103 @@ class MatchRecord:
 # ------------------------------------------------------------------------------ HTTP helper
 
 _RETRY_STATUSES = {429, 502, 503, 504}
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+_BODYLESS = ("GET", "HEAD", "DELETE", "OPTIONS")
+
+
+class HttpResponse:
+    """What the simulated players read from an answer: its status and body."""
+
+    __slots__ = ("status_code", "content")
+
+    def __init__(self, status_code: int, content: bytes) -> None:
+        self.status_code = status_code
+        self.content = content
+
+    def json(self) -> Any:
+        return msgspec.json.decode(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
+
+
+class GatewayClient:
+    """Keep-alive HTTP/1.1 to one gateway for the simulated players' public calls.
+
+    On `services.common.http1.Http1Pool` (requests written here in one piece, answers parsed by
+    httptools): httpx cost the load generator a large share of its CPU for the lobby calls of
+    every match, and that CPU is taken from the platform it measures. At most `max_connections`
+    sockets; one `timeout_s` bounds each request (pool wait included).
+    """
+
+    def __init__(
+        self, base_url: str, *, max_connections: int = 32, timeout_s: float = 30.0
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or not parts.hostname or parts.path.strip("/"):
+            raise ValueError(f"a gateway's base URL is http://host:port, not {base_url!r}")
+        if not 0 < timeout_s <= 600:
+            raise ValueError("timeout_s must be within (0, 600]")
+        self.base_url = f"http://{parts.netloc}"
+        self.timeout_s = timeout_s
+        self._host = parts.netloc
+        self._pool = Http1Pool(
+            parts.hostname,
+            parts.port or 80,
+            max_connections=max_connections,
+            max_response_bytes=MAX_RESPONSE_BYTES,
+        )
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> HttpResponse:
+        """One request to a path of this gateway; raises `TransportError` when no complete
+        answer came (connection refused or lost, timeout)."""
+        lines = [f"{method} {request_target('', url, None)} HTTP/1.1", f"Host: {self._host}"]
+        for name, value in (headers or {}).items():
+            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
+                # A line break in a header would smuggle a request: refuse it.
+                raise ValueError(f"header {name!r} contains a line break")
+            lines.append(f"{name}: {value}")
+        body = b""
+        if json is not None:
+            body = msgspec.json.encode(json)
+            lines.append("Content-Type: application/json")
+        if json is not None or method not in _BODYLESS:
+            lines.append(f"Content-Length: {len(body)}")
+        lines.append("\r\n")
+        data = "\r\n".join(lines).encode() + body
+        status, content = await self._pool.request(data, self.timeout_s)
+        return HttpResponse(status, content)
+
+    async def get(self, url: str, *, headers: dict[str, str] | None = None) -> HttpResponse:
+        return await self.request("GET", url, headers=headers)
+
+    async def post(
+        self, url: str, *, json: Any = None, headers: dict[str, str] | None = None
+    ) -> HttpResponse:
+        return await self.request("POST", url, json=json, headers=headers)
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
 
 
 async def call(
-    client: httpx.AsyncClient,
+    client: GatewayClient,
     method: str,
     url: str,
     player: Player,
     stats: Stats,
     deadline: float,
     json_body: Any = None,
-) -> httpx.Response:
-    """One public HTTP call, retried on connection failures and 5xx until `deadline`."""
+) -> HttpResponse:
+    """One public HTTP call, retried on connection failures, 429 and 5xx until `deadline`."""
     delay = 0.1
     last = "no attempt"
     for _ in range(1000):
@@ -434,8 +523,8 @@ async def call(
             break
         try:
             r = await client.request(method, url, json=json_body, headers=player.headers)
-        except httpx.HTTPError as exc:
-            last = type(exc).__name__
+        except TransportError as exc:
+            last = exc.kind
         else:
             if r.status_code not in _RETRY_STATUSES and r.status_code < 500:
                 return r
@@ -456,8 +545,8 @@ OVER = ("finished", "void")
 _decode_frame = msgspec.json.Decoder(dict[str, Any]).decode
 
 
-def _encode_frame(frame: dict[str, Any]) -> str:
-    return msgspec.json.encode(frame).decode()
+def _encode_frame(frame: dict[str, Any]) -> bytes:
+    return msgspec.json.encode(frame)  # UTF-8, sent as a text frame as is
 
 
 def _action_kind(action: dict[str, Any], ack: dict[str, Any]) -> str:
@@ -469,17 +558,75 @@ def _action_kind(action: dict[str, Any], ack: dict[str, Any]) -> str:
     return f"{action.get('type', '')}{suffix}"
 
 
+class Changed:
+    """A flag the seats raise when a view or the connection changed, and its one waiter.
+
+    `asyncio.wait_for(event.wait(), t)` creates a Task per call in Python 3.11; this waits on
+    one future with one `call_later` timer for the bound: the same semantics for a fraction of
+    the event loop's work, once or twice per action per table.
+    """
+
+    __slots__ = ("flag", "_waiter")
+
+    def __init__(self) -> None:
+        self.flag = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self.flag = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self.flag = False
+
+    def is_set(self) -> bool:
+        return self.flag
+
+    async def wait(self, timeout_s: float) -> bool:
+        """Wait until set or `timeout_s` passed; returns whether it is set."""
+        if self.flag:
+            return True
+        if self._waiter is not None:
+            raise SimError("one waiter at a time on a table's change flag")
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(timeout_s, _expire, waiter, None)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+        return self.flag
+
+
+def _expire(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+# Replies made here, shared (never mutated: read only by the driver).
+_TIMED_OUT: dict[str, Any] = {"type": "error", "error": "timeout"}
+_DISCONNECTED: dict[str, Any] = {"type": "error", "error": "disconnected"}
+_SNAPSHOT_FRAME = b'{"type":"snapshot"}'
+
+
 class Seat:
-    """One player's socket at the table and the latest snapshot of their seat."""
+    """One player's socket at the table and the latest snapshot of their seat.
+
+    The socket (bench/wsclient.py) hands each frame to `_on_message` as it arrives, and its end
+    to `_on_closed`: no reader task per socket.
+    """
 
     def __init__(self, driver: TableDriver, player: Player) -> None:
         self.driver = driver
         self.player = player
-        self.ws: Any = None
+        self.ws: WebSocket | None = None
         self.view: dict[str, Any] | None = None
         self.seq = -1
         self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.reader: asyncio.Task[None] | None = None
         self.seeds: dict[str, str] = {}
         self.connected = False
 
@@ -492,57 +639,55 @@ class Seat:
             if self.seq >= 0:
                 url += f"?after={self.seq}"
             try:
-                self.ws = await websockets.connect(
+                ws = await wsclient.connect(
                     url,
-                    additional_headers=self.player.headers,
-                    open_timeout=10,
-                    close_timeout=2,
-                    max_size=1 << 20,
-                    ping_interval=None,
-                    compression=None,
+                    on_message=self._on_message,
+                    on_closed=self._on_closed,
+                    headers=self.player.headers,
+                    max_size=WS_MAX_SIZE_BYTES,
+                    handshake_timeout_s=10.0,
+                    close_timeout_s=2.0,
                 )
-            except (OSError, websockets.WebSocketException, TimeoutError) as exc:
+            except (OSError, WsError, TimeoutError):
                 self.driver.stats.reconnects += 1
-                if attempt == 0:
-                    self.driver.stats.http_retries += 0
-                del exc
                 await asyncio.sleep(delay)
                 delay = min(2.0, delay * 1.5)
                 continue
-            self.connected = True
-            self.reader = asyncio.create_task(self._read())
+            self.ws = ws
+            # A socket the server closed right after its handshake (frames arrive with it)
+            # is already over: the loop reconnects.
+            self.connected = ws.is_open
             return
         raise SimError(f"{self.player.name}: no connection after many attempts")
 
-    async def _read(self) -> None:
-        try:
-            async for raw in self.ws:
-                msg = _decode_frame(raw)
-                kind = msg.get("type")
-                if kind == "ack" and "update" in msg:
-                    # The acting socket's update rides on its ack (docs/api.md).
-                    self._resolve(msg)
-                    msg = msg["update"]
-                    kind = "update"
-                if kind in ("snapshot", "update"):
-                    view = msg["view"]
-                    if view["seq"] >= self.seq:
-                        self.view = view
-                        self.seq = view["seq"]
-                    self.driver.changed.set()
-                elif kind == "events":
-                    self.driver.changed.set()
-                elif kind in ("ack", "error"):
-                    self._resolve(msg)
-        except (websockets.WebSocketException, OSError):
-            pass
-        finally:
-            self.connected = False
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_result({"type": "error", "error": "disconnected"})
-            self.pending.clear()
+    def _on_message(self, raw: str | bytes) -> None:
+        msg = _decode_frame(raw)
+        kind = msg.get("type")
+        if kind == "ack" and "update" in msg:
+            # The acting socket's update rides on its ack (docs/api.md).
+            self._resolve(msg)
+            msg = msg["update"]
+            kind = "update"
+        if kind in ("snapshot", "update"):
+            view = msg["view"]
+            if view["seq"] >= self.seq:
+                self.view = view
+                self.seq = view["seq"]
             self.driver.changed.set()
+        elif kind == "events":
+            self.driver.changed.set()
+        elif kind in ("ack", "error"):
+            self._resolve(msg)
+
+    def _on_closed(self, ws: WebSocket) -> None:
+        # Called once per socket, when it stops being open: the previous socket's call came
+        # before this seat connected again, so it always concerns the seat's current socket.
+        self.connected = False
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_result(_DISCONNECTED)
+        self.pending.clear()
+        self.driver.changed.set()
 
     def _resolve(self, msg: dict[str, Any]) -> None:
         """An `ack` or `error` answers the action with its `ref`."""
@@ -555,11 +700,7 @@ class Seat:
     async def close(self) -> None:
         if self.ws is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.close(), 3)
-        if self.reader is not None:
-            self.reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.reader
+                await self.ws.close()  # bounded by its close_timeout_s
         self.connected = False
 
     def next_action(self) -> dict[str, Any] | None:
@@ -585,21 +726,32 @@ class Seat:
         return None
 
     async def act(self, action: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        ws = self.ws
+        if ws is None or not ws.is_open:
+            return _DISCONNECTED
         ref = secrets.token_hex(6)
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self.pending[ref] = fut
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
         frame = {"type": "action", "ref": ref, "seq": self.seq, "action": action}
         try:
-            await self.ws.send(_encode_frame(frame))
-            return await asyncio.wait_for(fut, timeout_s)
-        except (TimeoutError, websockets.WebSocketException, OSError) as exc:
+            ws.send_text(_encode_frame(frame))
+        except WsError:
+            return _DISCONNECTED
+        self.pending[ref] = fut
+        # The bound is a timer resolving the future, not wait_for (a Task per call in 3.11).
+        timer = loop.call_later(timeout_s, _expire, fut, _TIMED_OUT)
+        try:
+            reply = await fut
+        finally:
+            timer.cancel()
+        if reply is _TIMED_OUT:
             self.pending.pop(ref, None)
-            return {"type": "error", "error": "timeout" if isinstance(exc, TimeoutError) else
-                    "disconnected"}  # fmt: skip
+        return reply
 
     async def ask_snapshot(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.ws.send('{"type":"snapshot"}')
+        if self.ws is not None:
+            with contextlib.suppress(WsError):
+                self.ws.send_text(_SNAPSHOT_FRAME)
 
 
 @dataclass
@@ -617,7 +769,7 @@ class TableDriver:
         self,
         index: int,
         players: tuple[Player, Player],
-        clients: list[httpx.AsyncClient],
+        clients: list[GatewayClient],
         stats: Stats,
         interval_s: float,
         records: dict[str, MatchRecord],
@@ -628,16 +780,16 @@ class TableDriver:
         self.stats = stats
         self.interval_s = interval_s
         self.records = records
-        self.changed = asyncio.Event()
+        self.changed = Changed()
         self.seats: list[Seat] = []
         self.matches = 0
 
-    def client(self, attempt: int = 0) -> httpx.AsyncClient:
+    def client(self, attempt: int = 0) -> GatewayClient:
         return self.clients[(self.index + attempt) % len(self.clients)]
 
     def ws_url(self, match_id: str, attempt: int) -> str:
-        base = str(self.client(attempt).base_url).rstrip("/")
-        return base.replace("http://", "ws://") + f"/api/matches/{match_id}/ws"
+        base = self.client(attempt).base_url
+        return base.replace("http://", "ws://", 1) + f"/api/matches/{match_id}/ws"
 
     async def start_match(self, deadline: float) -> MatchRecord:
         a, b = self.players
@@ -713,9 +865,7 @@ class TableDriver:
             choice = next(((s, a) for s in order if (a := s.next_action()) is not None), None)
             if choice is None:
                 self.changed.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.changed.wait(), 5.0)
-                if not self.changed.is_set():
+                if not await self.changed.wait(5.0):
                     for seat in self.seats:
                         await seat.ask_snapshot()
                 continue
@@ -737,9 +887,7 @@ class TableDriver:
                     if all(s.seq >= target or not s.connected for s in self.seats):
                         break
                     self.changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self.changed.wait(), 5.0)
-                    if not self.changed.is_set():
+                    if not await self.changed.wait(5.0):
                         break
                 continue
             code = str(reply.get("error"))
@@ -785,7 +933,7 @@ class TableDriver:
 async def refresh_results(
     records: dict[str, MatchRecord],
     players: dict[str, Player],
-    client: httpx.AsyncClient,
+    client: GatewayClient,
     stats: Stats,
     deadline: float,
 ) -> None:
@@ -815,7 +963,7 @@ async def refresh_results(
 async def wait_settled(
     records: dict[str, MatchRecord],
     players: dict[str, Player],
-    client: httpx.AsyncClient,
+    client: GatewayClient,
     stats: Stats,
     timeout_s: float,
 ) -> float:

@@ -17,12 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bench.chaos import kill_and_recover, kills_ok
 from bench.sim import (
     DEPOSIT_CENTS,
+    GatewayClient,
     MatchRecord,
     Platform,
     Schedule,
@@ -46,7 +46,7 @@ async def _run(platform: Platform) -> tuple[dict, list[dict], Stats]:
     players = await setup_players(platform.database_url, platform.gateway_urls[0], 2 * TABLES, "sm")
     stats = Stats()
     records: dict[str, MatchRecord] = {}
-    clients = [httpx.AsyncClient(base_url=url, timeout=15.0) for url in platform.gateway_urls]
+    clients = [GatewayClient(url, timeout_s=15.0) for url in platform.gateway_urls]
     client = clients[0]
     try:
         now = time.monotonic()

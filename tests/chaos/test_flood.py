@@ -14,13 +14,13 @@ import tempfile
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 import websockets
 
 from api.security import REQUEST_BURST, REQUESTS_PER_SECOND
 from bench.common import percentile
 from bench.sim import (
+    GatewayClient,
     MatchRecord,
     Platform,
     Player,
@@ -60,7 +60,8 @@ async def _scenario(platform: Platform) -> dict:
     stats = Stats()
     records: dict[str, MatchRecord] = {}
     out: dict = {}
-    async with httpx.AsyncClient(base_url=base, timeout=15.0) as client:
+    client = GatewayClient(base, timeout_s=15.0)
+    try:
         table_a = TableDriver(0, (players[0], players[1]), [client], stats, 0.25, records)
         table_b = TableDriver(1, (players[2], players[3]), [client], Stats(), 1.0, records)
         now = time.monotonic()
@@ -103,6 +104,8 @@ async def _scenario(platform: Platform) -> dict:
         await asyncio.gather(playing, return_exceptions=True)
         for seat in table_a.seats:
             await seat.close()
+    finally:
+        await client.aclose()
     out["baseline_acks"] = baseline
     out["acks_during"] = stats.actions
     out["latencies"] = sorted(stats.latencies_ms)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import os
 import queue
 import secrets
@@ -540,19 +539,66 @@ async def call(
 OVER = ("finished", "void")
 
 
-# msgspec parses and writes the frames several times faster than the json module: the load
-# generator shares the machine's cores with the platform it measures.
-_decode_frame = msgspec.json.Decoder(dict[str, Any]).decode
+# The table frames, as far as the simulated players read them (docs/api.md). msgspec decodes
+# only these fields and skips the rest of each view (hands, chain, events' data, ...) without
+# building it: decoding every 2-5 KB frame into dicts, then freeing them, was the largest share
+# of the load generator's own Python time. Frozen, and out of the collector's reach (no cycles).
+
+
+class Legal(msgspec.Struct, frozen=True, gc=False):
+    type: str
+    tile: Any = None
+    end: Any = None
+
+
+class MatchState(msgspec.Struct, frozen=True, gc=False):
+    status: str
+    deal_id: Any = None
+    result: Any = None  # {winners, settled, ...} once over
+
+
+class View(msgspec.Struct, frozen=True, gc=False):
+    seq: int
+    state: MatchState
+    legal: list[Legal] = []
+
+
+class Event(msgspec.Struct, frozen=True, gc=False):
+    kind: Any = None
+
+
+class Update(msgspec.Struct, frozen=True, gc=False):
+    view: View | None = None
+    events: list[Event] = []
+
+
+class Frame(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """A server frame: `type` says which of the fields it carries."""
+
+    type: str = ""
+    ref: Any = ""
+    seq: Any = None
+    error: Any = None
+    detail: Any = None
+    view: View | None = None
+    update: Update | None = None
+
+
+_decode_frame = msgspec.json.Decoder(Frame).decode
 
 
 def _encode_frame(frame: dict[str, Any]) -> bytes:
     return msgspec.json.encode(frame)  # UTF-8, sent as a text frame as is
 
 
-def _action_kind(action: dict[str, Any], ack: dict[str, Any]) -> str:
+def _frame_text(frame: Frame) -> str:
+    return msgspec.json.encode(frame).decode()
+
+
+def _action_kind(action: dict[str, Any], ack: Frame) -> str:
     """The action's type, marked when it ended a hand or the match (the engine signs and logs
     the deal's result before it answers)."""
-    kinds = {e.get("kind") for e in ack.get("update", {}).get("events", ())}
+    kinds = {e.kind for e in ack.update.events} if ack.update is not None else set()
     ending = "match_ended" if "match_ended" in kinds else "hand_ended"
     suffix = f"+{ending}" if ending in kinds else ""
     return f"{action.get('type', '')}{suffix}"
@@ -584,13 +630,12 @@ class Changed:
     def is_set(self) -> bool:
         return self.flag
 
-    async def wait(self, timeout_s: float) -> bool:
+    async def wait(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> bool:
         """Wait until set or `timeout_s` passed; returns whether it is set."""
         if self.flag:
             return True
         if self._waiter is not None:
             raise SimError("one waiter at a time on a table's change flag")
-        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiter = waiter
         timer = loop.call_later(timeout_s, _expire, waiter, None)
@@ -607,9 +652,20 @@ def _expire(fut: asyncio.Future[Any], value: Any) -> None:
         fut.set_result(value)
 
 
-# Replies made here, shared (never mutated: read only by the driver).
-_TIMED_OUT: dict[str, Any] = {"type": "error", "error": "timeout"}
-_DISCONNECTED: dict[str, Any] = {"type": "error", "error": "disconnected"}
+async def _sleep(loop: asyncio.AbstractEventLoop, delay_s: float) -> None:
+    """`asyncio.sleep` on a known loop: asyncio.sleep looks the running loop up, which in
+    Python 3.11 costs a getpid syscall (its fork check), once or twice per action per table."""
+    fut: asyncio.Future[None] = loop.create_future()
+    timer = loop.call_later(delay_s, _expire, fut, None)
+    try:
+        await fut
+    finally:
+        timer.cancel()
+
+
+# Replies made here (frozen).
+_TIMED_OUT = Frame(type="error", error="timeout")
+_DISCONNECTED = Frame(type="error", error="disconnected")
 _SNAPSHOT_FRAME = b'{"type":"snapshot"}'
 
 
@@ -624,9 +680,9 @@ class Seat:
         self.driver = driver
         self.player = player
         self.ws: WebSocket | None = None
-        self.view: dict[str, Any] | None = None
+        self.view: View | None = None
         self.seq = -1
-        self.pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.pending: dict[str, asyncio.Future[Frame]] = {}
         self.seeds: dict[str, str] = {}
         self.connected = False
 
@@ -662,22 +718,29 @@ class Seat:
 
     def _on_message(self, raw: str | bytes) -> None:
         msg = _decode_frame(raw)
-        kind = msg.get("type")
-        if kind == "ack" and "update" in msg:
-            # The acting socket's update rides on its ack (docs/api.md).
+        kind = msg.type
+        if kind == "ack":
             self._resolve(msg)
-            msg = msg["update"]
-            kind = "update"
-        if kind in ("snapshot", "update"):
-            view = msg["view"]
-            if view["seq"] >= self.seq:
-                self.view = view
-                self.seq = view["seq"]
-            self.driver.changed.set()
+            if msg.update is None:
+                return
+            # The acting socket's update rides on its ack (docs/api.md).
+            view = msg.update.view
+        elif kind == "snapshot" or kind == "update":
+            view = msg.view
         elif kind == "events":
             self.driver.changed.set()
-        elif kind in ("ack", "error"):
+            return
+        elif kind == "error":
             self._resolve(msg)
+            return
+        else:
+            return
+        if view is None:
+            raise SimError(f"a {kind} frame without a view")
+        if view.seq >= self.seq:
+            self.view = view
+            self.seq = view.seq
+        self.driver.changed.set()
 
     def _on_closed(self, ws: WebSocket) -> None:
         # Called once per socket, when it stops being open: the previous socket's call came
@@ -689,13 +752,13 @@ class Seat:
         self.pending.clear()
         self.driver.changed.set()
 
-    def _resolve(self, msg: dict[str, Any]) -> None:
+    def _resolve(self, msg: Frame) -> None:
         """An `ack` or `error` answers the action with its `ref`."""
-        fut = self.pending.pop(str(msg.get("ref", "")), None)
+        fut = self.pending.pop(str(msg.ref), None)
         if fut is not None and not fut.done():
             fut.set_result(msg)
-        elif msg.get("type") == "error":
-            self.driver.stats.error("ws_" + str(msg.get("error")), str(msg))
+        elif msg.type == "error":
+            self.driver.stats.error("ws_" + str(msg.error), _frame_text(msg))
 
     async def close(self) -> None:
         if self.ws is not None:
@@ -705,33 +768,38 @@ class Seat:
 
     def next_action(self) -> dict[str, Any] | None:
         view = self.view
-        if view is None or view["state"]["status"] in OVER or not view["legal"]:
+        if view is None or view.state.status in OVER or not view.legal:
             return None
-        legal = view["legal"]
-        plays = [a for a in legal if a["type"] == "play"]
-        first = plays[0] if plays else legal[0]
-        deal = str(view["state"].get("deal_id"))
-        kind = first["type"]
+        legal = view.legal
+        first = next((a for a in legal if a.type == "play"), legal[0])
+        deal = str(view.state.deal_id)
+        kind = first.type
         if kind == "seed_commit":
             # One seed per deal, also when the commit is sent again (a lost ack after a crash
             # may hide that the first one was recorded): the reveal must match what was logged.
-            seed = self.seeds.setdefault(deal, f"{self.player.name}-{secrets.token_hex(8)}")
+            seed = self.seeds.get(deal)
+            if seed is None:
+                seed = self.seeds[deal] = f"{self.player.name}-{secrets.token_hex(8)}"
             return {"type": "seed_commit", "commitment": hashlib.sha256(seed.encode()).hexdigest()}
         if kind == "seed_reveal":
             return {"type": "seed_reveal", "seed": self.seeds.get(deal, "")}
         if kind == "play":
-            return {"type": "play", "tile": first["tile"], "end": first.get("end")}
+            if first.tile is None:
+                raise SimError(f"a legal play without a tile: {first}")
+            return {"type": "play", "tile": first.tile, "end": first.end}
         if kind == "choose":
             return {"type": "choose", "salgo": True}
         return None
 
-    async def act(self, action: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    async def act(self, action: dict[str, Any], timeout_s: float) -> Frame:
         ws = self.ws
         if ws is None or not ws.is_open:
             return _DISCONNECTED
-        ref = secrets.token_hex(6)
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[dict[str, Any]] = loop.create_future()
+        ref = wsclient.random_bytes(6).hex()  # as secrets.token_hex(6), without a syscall
+        loop = self.driver.loop
+        if loop is None:
+            raise SimError("a seat acts only inside its table's play()")
+        fut: asyncio.Future[Frame] = loop.create_future()
         frame = {"type": "action", "ref": ref, "seq": self.seq, "action": action}
         try:
             ws.send_text(_encode_frame(frame))
@@ -781,6 +849,8 @@ class TableDriver:
         self.interval_s = interval_s
         self.records = records
         self.changed = Changed()
+        # The running loop, known once a match is played: the hot path never looks it up.
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.seats: list[Seat] = []
         self.matches = 0
 
@@ -834,6 +904,7 @@ class TableDriver:
 
     async def play(self, record: MatchRecord, schedule: Schedule) -> None:
         """Play `record` to its end (or the deadline); after `stop_at`, at the drain pace."""
+        self.loop = asyncio.get_running_loop()
         self.seats = [Seat(self, p) for p in self.players]
         self.stats.live_tables += 1
         try:
@@ -844,6 +915,7 @@ class TableDriver:
                 await seat.close()
 
     async def _play(self, record: MatchRecord, schedule: Schedule) -> None:
+        loop = asyncio.get_running_loop()
         next_at = time.monotonic()
         turn = 0
         for _ in range(100_000):
@@ -856,41 +928,42 @@ class TableDriver:
                     if seat.ws is not None:
                         self.stats.reconnects += 1
                     await seat.connect(record.match_id, deadline)
-            views = [s.view for s in self.seats]
-            over = next((v for v in views if v and v["state"]["status"] in OVER), None)
+            over = next(
+                (s.view for s in self.seats if s.view and s.view.state.status in OVER), None
+            )
             if over is not None:
-                self._finish(record, over["state"])
+                self._finish(record, over.state)
                 return
             order = self.seats[turn % 2 :] + self.seats[: turn % 2]
             choice = next(((s, a) for s in order if (a := s.next_action()) is not None), None)
             if choice is None:
                 self.changed.clear()
-                if not await self.changed.wait(5.0):
+                if not await self.changed.wait(loop, 5.0):
                     for seat in self.seats:
                         await seat.ask_snapshot()
                 continue
             turn += 1
             interval = self.interval_s if now < schedule.stop_at else min(self.interval_s, 0.2)
             if next_at > now:
-                await asyncio.sleep(next_at - now)
+                await _sleep(loop, next_at - now)
             next_at = max(next_at + interval, time.monotonic() - interval)
             seat, action = choice
             sent = time.monotonic()
             t0 = time.perf_counter()
             reply = await seat.act(action, 10.0)
             latency_ms = (time.perf_counter() - t0) * 1000
-            if reply.get("type") == "ack":
+            if reply.type == "ack":
                 self.stats.acted(sent, latency_ms, _action_kind(action, reply))
-                target = int(reply["seq"])
+                target = int(reply.seq)
                 # Wait (event-driven, bounded) for the snapshots the ack implies.
                 for _ in range(50):
                     if all(s.seq >= target or not s.connected for s in self.seats):
                         break
                     self.changed.clear()
-                    if not await self.changed.wait(5.0):
+                    if not await self.changed.wait(loop, 5.0):
                         break
                 continue
-            code = str(reply.get("error"))
+            code = str(reply.error)
             if code == "stale_seq":
                 self.stats.stale += 1
             elif code in ("disconnected", "timeout"):
@@ -901,13 +974,13 @@ class TableDriver:
                 # The engine moved on (a timer, a deal) since this seat's snapshot.
                 self.stats.stale += 1
             else:
-                self.stats.error(code, json.dumps(reply)[:200])
+                self.stats.error(code, _frame_text(reply)[:200])
             seat.view = None
             await seat.ask_snapshot()
 
-    def _finish(self, record: MatchRecord, state: dict[str, Any]) -> None:
-        result = state.get("result") or {}
-        record.status = state["status"]
+    def _finish(self, record: MatchRecord, state: MatchState) -> None:
+        result = state.result or {}
+        record.status = state.status
         record.winners = list(result.get("winners") or [])
         record.settled = bool(result.get("settled"))
         self.stats.matches_over += 1

@@ -5,11 +5,19 @@
 - `setup_players`: player accounts and bearer tokens written through the gateway's own
   account code (the public sign-in is rate limited per address, by design), deposits through
   the public finance route as a finance user.
+- `GatewayClient` and `call`: the players' public HTTP calls (keep-alive HTTP/1.1 on
+  `services.common.http1.Http1Pool`), retried on transport errors, 429 and 5xx until a deadline.
 - `TableDriver`: two players at a private paid 1v1 table, each on its own WebSocket
-  (`/api/matches/{id}/ws`), acting from their seat's snapshot at a set pace; actions carry the
-  seq they were made against, so a retry never plays twice (409 stale_seq: re-read the view);
-  a dropped socket reconnects with `?after=seq`.
+  (`/api/matches/{id}/ws`, through `bench/wsclient.py`), acting from their seat's snapshot at a
+  set pace; actions carry the seq they were made against, so a retry never plays twice (409
+  stale_seq: re-read the view); a dropped socket reconnects with `?after=seq`. Latency is
+  client-observed: action frame sent -> its ack frame received.
 - `check_invariants`: the money and fairness checks of issue 9, read straight from PostgreSQL.
+
+The load generator shares the cores with the platform it measures, so its hot path is lean:
+each socket's frames reach its `Seat` through a callback (no reader task per socket), frames
+are decoded into Structs of the few fields the players read, and the bounded waits are a
+future plus a `call_later` timer (no Task per wait, as `asyncio.wait_for` makes in 3.11).
 
 Every loop here is bounded in count and in time; all traffic goes to 127.0.0.1.
 """

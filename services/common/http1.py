@@ -208,6 +208,9 @@ class _Connection:
 
     def close(self) -> None:
         self.writer.transport.abort()
+        # The parser holds this connection's bound callbacks: without this, connection and
+        # parser (and the stream objects) form a cycle that only a full collector pass frees.
+        self.parser = None  # type: ignore[assignment]
 
 
 class Http1Pool:

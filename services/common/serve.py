@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from services.common.config import SERVICES, ConfigError, Settings, load_settings
 from services.common.embedded_pg import port_is_free
@@ -25,6 +26,20 @@ PORT_VARIABLES = {
     "matchmaking": "MESA_MATCHMAKING_PORT",
     "gateway": "MESA_GATEWAY_PORT",
 }
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, minus a reference cycle left by every WebSocket upgrade.
+
+    After the upgrade the transport belongs to the WebSocket protocol and this object is
+    dropped, but it and its request parser still refer to each other (the parser holds its
+    bound callbacks), and through them the socket objects: garbage that only a full collector
+    pass can free. uvicorn breaks the cycle in `connection_lost`, which an upgraded connection
+    never reaches here; so it is broken right after the hand-over."""
+
+    def handle_websocket_upgrade(self) -> None:
+        super().handle_websocket_upgrade()
+        self.parser = None  # type: ignore[assignment]
 
 
 def load_app(service: str, settings: Settings) -> Any:
@@ -68,6 +83,7 @@ def main(argv: list[str]) -> int:
         log_config=None,
         access_log=False,
         lifespan="on",
+        http=HttpProtocol,
         ws_max_size=64 * 1024,
         # Table frames are small JSON (at most a few KiB): per-message deflate would cost CPU on
         # both ends for every frame and mix hidden and chosen data in one compression context.

@@ -298,17 +298,16 @@ def _route_directly(
     app.asgi_handler = handler
 
 
-# Middle-generation passes three times as often, so each is a third as long, and full passes
-# about as rare as before in time (every 300 middle passes, and only once the old generation
-# grew by a quarter). A service's live objects are mostly long-lived (a table socket's tasks
-# and coroutines in the gateway, a match's state in the engine): they survive the young
-# passes and pile up in the middle generation, so with Python's (700, 10, 10) every middle
-# pass walked thousands of them (at 500-700 tables of the load test, 19 of 20 to 36 of 53 of
-# the engine's took over 10 ms) and every full pass walked every live object (46-68 ms of a
-# gateway's CPU at 300 tables, about every 20 s, finding a few hundred objects of garbage).
+# Middle-generation passes three times as often, so each is a third as long. A service's live
+# objects are mostly long-lived (a table socket's tasks and coroutines in the gateway, a
+# match's state in the engine): they survive the young passes and pile up in the middle
+# generation, so with Python's (700, 10, 10) every middle pass walked thousands of them (at
+# 500-700 tables of the load test, 19 of 20 to 36 of 53 of the engine's took over 10 ms).
 # Load test, quiet, 700 tables: p99 106 ms and engine loop late by over 10 ms in 31 of 1,512
-# probes with (700, 10, 100); 31.8 ms and 8 of 1,566 with these.
-SERVICE_GC_THRESHOLDS = (700, 3, 300)
+# probes with (700, 10, 100); 31.8 ms and 8 of 1,566 with (700, 3, 300).
+# No automatic full passes (the third threshold is never reached): they walk every live object
+# and ran every 30-60 s under load; `loop_health.collect_fully_every` runs them on a schedule.
+SERVICE_GC_THRESHOLDS = (700, 3, 1_000_000_000)
 
 
 def freeze_startup_heap() -> None:

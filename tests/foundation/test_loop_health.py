@@ -6,7 +6,13 @@ import asyncio
 import gc
 import time
 
-from services.common.loop_health import LoopHealth, collect_fully_every, probe_loop_lag, watch_gc
+from services.common.loop_health import (
+    LoopHealth,
+    collect_fully_every,
+    probe_loop_lag,
+    resident_bytes,
+    watch_gc,
+)
 from services.common.metrics import REGISTRY
 
 
@@ -57,6 +63,32 @@ async def test_full_collections_run_on_their_schedule() -> None:
 
     await collect_fully_every(interval_s=0.001, max_passes=3, collect=collect)
     assert passes == [0, 1, 2]
+
+
+async def test_a_growing_heap_brings_the_full_collection_forward() -> None:
+    readings = iter([100, 100, 100, 250, 250, 250, 250])  # grows by 150 at the third check
+    checks: list[int] = []
+    collected_after: list[int] = []
+
+    def memory() -> int:
+        value = next(readings)
+        checks.append(value)
+        return value
+
+    def collect() -> int:
+        collected_after.append(len(checks))
+        return 0
+
+    # a schedule of 1,000 checks: only the growth can end the first wait early
+    await collect_fully_every(
+        interval_s=1.0, max_passes=1, collect=collect, memory=memory,
+        check_interval_s=0.001, early_growth_bytes=100,
+    )  # fmt: skip
+    assert collected_after == [4]  # the baseline and three checks, the third over the limit
+
+
+def test_resident_memory_is_read() -> None:
+    assert resident_bytes() > 1024 * 1024
 
 
 def test_collector_passes_are_timed_by_generation() -> None:

@@ -28,10 +28,12 @@ LAG_PROBE_INTERVAL_MS = 20
 # reference cycles a service still makes (a few hundred objects a minute, since those of closed
 # sockets and connections are broken) wait at most this long to be freed.
 FULL_COLLECTION_INTERVAL_S = 600.0
-# A full pass comes early once the process's resident memory has grown this much since the
-# last one: reference cycles made faster than the schedule assumes (an error storm, a code path
-# the load test does not take) cannot grow the heap without bound between two passes.
-EARLY_COLLECTION_GROWTH_BYTES = 128 * 1024 * 1024
+# A full pass comes early once the process's resident memory has doubled since the last one,
+# and grown by at least this much: reference cycles made faster than the schedule assumes (an
+# error storm, a code path the load test does not take) cannot grow the heap without bound
+# between two passes. (A fixed 128 MB was too little: an engine ramping from 800 to 850 tables
+# of the load test grew that much with live matches alone, and the early pass stalled it.)
+EARLY_COLLECTION_GROWTH_BYTES = 256 * 1024 * 1024
 MEMORY_CHECK_INTERVAL_S = 10.0
 
 _gc_hooked = False
@@ -97,18 +99,20 @@ async def collect_fully_every(
     check_interval_s: float = MEMORY_CHECK_INTERVAL_S,
     early_growth_bytes: int = EARLY_COLLECTION_GROWTH_BYTES,
 ) -> None:
-    """A full collector pass every `interval_s`, or sooner once resident memory has grown by
-    `early_growth_bytes` since the last (the services switch Python's own passes off; see
-    `FULL_COLLECTION_INTERVAL_S`). Bounded only by cancellation unless `max_passes`."""
+    """A full collector pass every `interval_s`, or sooner once resident memory has doubled
+    since the last and grown by at least `early_growth_bytes` (the services switch Python's
+    own passes off; see `FULL_COLLECTION_INTERVAL_S`). Bounded only by cancellation unless
+    `max_passes`."""
     passes = 0
     while max_passes is None or passes < max_passes:
         baseline = memory()
+        limit = max(early_growth_bytes, baseline)
         waited_s = 0.0
         while waited_s < interval_s:
             step_s = min(check_interval_s, interval_s - waited_s)
             await asyncio.sleep(step_s)
             waited_s += step_s
-            if memory() - baseline > early_growth_bytes:
+            if memory() - baseline > limit:
                 break
         collect()
         passes += 1

@@ -87,6 +87,25 @@ async def test_a_growing_heap_brings_the_full_collection_forward() -> None:
     assert collected_after == [4]  # the baseline and three checks, the third over the limit
 
 
+async def test_growth_must_also_double_the_heap_to_bring_the_collection_forward() -> None:
+    readings = iter([1000, 1150, 1150, 1150, 1150, 1150, 1150])  # +150: over 100, not doubled
+    calls: list[int] = []
+
+    def memory() -> int:
+        calls.append(0)
+        return next(readings)
+
+    def collect() -> int:
+        calls.append(1)
+        return 0
+
+    await collect_fully_every(
+        interval_s=0.005, max_passes=1, collect=collect, memory=memory,
+        check_interval_s=0.001, early_growth_bytes=100,
+    )  # fmt: skip
+    assert calls.count(0) >= 5 and calls[-1] == 1  # waited out the whole interval
+
+
 def test_resident_memory_is_read() -> None:
     assert resident_bytes() > 1024 * 1024
 

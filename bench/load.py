@@ -51,7 +51,7 @@ from bench.sim import (
     setup_players,
     wait_settled,
 )
-from services.common.loop_health import probe_loop_lag
+from services.common.loop_health import probe_loop_lag, resident_bytes
 
 P99_LIMIT_MS = 100.0
 WARMUP_S = 5.0
@@ -63,7 +63,7 @@ GC_THRESHOLDS = (50_000, 50, 100)  # the load generator's (defaults 700, 10, 10)
 
 
 def _own_rss_mb() -> float:
-    return float(psutil.Process().memory_info().rss) / 2**20
+    return resident_bytes() / 2**20
 
 
 def _own_cpu_s() -> float:
@@ -226,10 +226,12 @@ async def run_size(
             "latency_by_action_ms": {
                 kind: {
                     "actions": len(v),
-                    "p50": round(percentile(sorted(v), 0.50), 2),
-                    "p99": round(percentile(sorted(v), 0.99), 2),
+                    "p50": round(percentile(v, 0.50), 2),
+                    "p99": round(percentile(v, 0.99), 2),
                 }
-                for kind, v in sorted(stats.latencies_by_kind_ms.items())
+                for kind, v in sorted(
+                    (kind, sorted(v)) for kind, v in stats.latencies_by_kind_ms.items()
+                )
             },
             "load_generator_loop_lag_ms": {
                 "p50": round(percentile(lags_ms, 0.50), 2),

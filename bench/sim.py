@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -62,6 +62,7 @@ REPLICA_STRIDE = 100
 POLL_MIN_S = 0.05  # a table's status is polled after this long, then twice as long, ...
 POLL_MAX_S = 0.4
 WS_MAX_SIZE_BYTES = 1 << 20
+T = TypeVar("T")
 
 
 class SimError(Exception):
@@ -485,11 +486,7 @@ class GatewayClient:
         """One request to a path of this gateway; raises `TransportError` when no complete
         answer came (connection refused or lost, timeout)."""
         lines = [f"{method} {request_target('', url, None)} HTTP/1.1", f"Host: {self._host}"]
-        for name, value in (headers or {}).items():
-            if "\n" in value or "\r" in value or "\n" in name or "\r" in name:
-                # A line break in a header would smuggle a request: refuse it.
-                raise ValueError(f"header {name!r} contains a line break")
-            lines.append(f"{name}: {value}")
+        lines += wsclient.header_lines(headers or {})
         body = b""
         if json is not None:
             body = msgspec.json.encode(json)
@@ -635,9 +632,6 @@ class Changed:
     def clear(self) -> None:
         self.flag = False
 
-    def is_set(self) -> bool:
-        return self.flag
-
     async def wait(self, loop: asyncio.AbstractEventLoop, timeout_s: float) -> bool:
         """Wait until set or `timeout_s` passed; returns whether it is set."""
         if self.flag:
@@ -646,11 +640,9 @@ class Changed:
             raise SimError("one waiter at a time on a table's change flag")
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiter = waiter
-        timer = loop.call_later(timeout_s, _expire, waiter, None)
         try:
-            await waiter
+            await _bounded(loop, waiter, timeout_s, None)
         finally:
-            timer.cancel()
             self._waiter = None
         return self.flag
 
@@ -660,15 +652,21 @@ def _expire(fut: asyncio.Future[Any], value: Any) -> None:
         fut.set_result(value)
 
 
-async def _sleep(loop: asyncio.AbstractEventLoop, delay_s: float) -> None:
-    """`asyncio.sleep` on a known loop: asyncio.sleep looks the running loop up, which in
-    Python 3.11 costs a getpid syscall (its fork check), once or twice per action per table."""
-    fut: asyncio.Future[None] = loop.create_future()
-    timer = loop.call_later(delay_s, _expire, fut, None)
+async def _bounded(
+    loop: asyncio.AbstractEventLoop, fut: asyncio.Future[T], timeout_s: float, expired: T
+) -> T:
+    """`fut`'s result, or `expired` once `timeout_s` has passed: one `call_later` timer on a
+    known loop, no Task (as `asyncio.wait_for` makes in 3.11) and no running-loop lookup (a
+    getpid syscall in 3.11, as `asyncio.sleep` makes), once or twice per action per table."""
+    timer = loop.call_later(timeout_s, _expire, fut, expired)
     try:
-        await fut
+        return await fut
     finally:
         timer.cancel()
+
+
+async def _sleep(loop: asyncio.AbstractEventLoop, delay_s: float) -> None:
+    await _bounded(loop, loop.create_future(), delay_s, None)
 
 
 # Replies made here (frozen).
@@ -814,12 +812,7 @@ class Seat:
         except WsError:
             return _DISCONNECTED
         self.pending[ref] = fut
-        # The bound is a timer resolving the future, not wait_for (a Task per call in 3.11).
-        timer = loop.call_later(timeout_s, _expire, fut, _TIMED_OUT)
-        try:
-            reply = await fut
-        finally:
-            timer.cancel()
+        reply = await _bounded(loop, fut, timeout_s, _TIMED_OUT)
         if reply is _TIMED_OUT:
             self.pending.pop(ref, None)
         return reply
@@ -923,7 +916,9 @@ class TableDriver:
                 await seat.close()
 
     async def _play(self, record: MatchRecord, schedule: Schedule) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop
+        if loop is None:
+            raise SimError("_play runs inside play(), which knows the loop")
         next_at = time.monotonic()
         turn = 0
         for _ in range(100_000):

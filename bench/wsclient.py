@@ -135,6 +135,16 @@ def encode_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bool = 
     return head + key + mask_payload(payload, key)
 
 
+def header_lines(headers: dict[str, str]) -> list[str]:
+    """`name: value` request lines; a line break in either would smuggle a request: refused."""
+    lines = []
+    for name, value in headers.items():
+        if any(c in name + value for c in "\r\n"):
+            raise ValueError(f"header {name!r} contains a line break")
+        lines.append(f"{name}: {value}")
+    return lines
+
+
 def close_payload(code: int, reason: str = "") -> bytes:
     if code == CLOSE_NO_STATUS:
         return b""
@@ -311,10 +321,7 @@ class WebSocket(asyncio.Protocol):
             f"Sec-WebSocket-Key: {self.key}",
             "Sec-WebSocket-Version: 13",
         ]
-        for name, value in headers.items():
-            if any(c in name + value for c in "\r\n"):
-                raise ValueError(f"header {name!r} contains a line break")
-            lines.append(f"{name}: {value}")
+        lines += header_lines(headers)
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def _handshake_data(self, data: bytes) -> None:
@@ -422,14 +429,8 @@ class WebSocket(asyncio.Protocol):
                 break
             payload = bytes(buf[start:end])
             pos = end
-            if opcode == OP_TEXT and b0 & 0x80 and self._parts is None and self.state == OPEN:
-                # The common case: a whole text message in one frame.
-                try:
-                    text = payload.decode()
-                except UnicodeDecodeError:
-                    self._fail(CLOSE_INVALID_DATA, "text message not UTF-8")
-                    return
-                self._deliver(text)
+            if opcode == OP_TEXT and b0 & 0x80 and self._parts is None:
+                self._complete(payload, True)  # the common case: a whole text message
             else:
                 self._frame(bool(b0 & 0x80), opcode, payload)
             if self.failure or self.state == CLOSED:

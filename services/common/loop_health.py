@@ -21,18 +21,19 @@ from services.common.metrics import GC_PAUSE_SECONDS, LOOP_LAG_SECONDS
 # Often enough to catch a stall of a few ms, rare enough to cost nothing (50 wake-ups a second).
 LAG_PROBE_INTERVAL_MS = 20
 
-# A full collector pass walks every live object: 0.2-0.9 s of CPU in an engine or a gateway
-# at 800 tables of the load test, a stall of every table the process serves. Python starts one
-# by itself each time the old generation has grown by a quarter, under load every 30-60 s. The
-# services switch that off (`SERVICE_GC_THRESHOLDS`) and run one on this schedule instead; the
-# reference cycles a service still makes (a few hundred objects a minute, since those of closed
-# sockets and connections are broken) wait at most this long to be freed.
+# A full collector pass walks every live object: about 0.2 s of CPU in an engine or a gateway
+# at 800 tables of the load test (0.5 s in a gateway while closed sockets still left reference
+# cycles), a stall of every table the process serves. Python starts one by itself each time
+# the old generation has grown by a quarter, under load every 30-60 s. The services switch
+# that off (`SERVICE_GC_THRESHOLDS`) and run one on this schedule instead; the reference
+# cycles a service still makes (a few hundred objects a minute, since those of closed sockets
+# and connections are broken) wait at most this long to be freed.
 FULL_COLLECTION_INTERVAL_S = 600.0
 # A full pass comes early once the process's resident memory has doubled since the last one,
 # and grown by at least this much: reference cycles made faster than the schedule assumes (an
 # error storm, a code path the load test does not take) cannot grow the heap without bound
-# between two passes. (A fixed 128 MB was too little: an engine ramping from 800 to 850 tables
-# of the load test grew that much with live matches alone, and the early pass stalled it.)
+# between two passes. (A fixed 128 MB was too little: an engine crossed it in a ramp from 800
+# to 850 tables of the load test, and the early pass stalled it inside the measured window.)
 EARLY_COLLECTION_GROWTH_BYTES = 256 * 1024 * 1024
 MEMORY_CHECK_INTERVAL_S = 10.0
 
@@ -122,8 +123,7 @@ class LoopHealth:
     """The lag probe and the scheduled full collections as tasks with the app's lifetime, and
     the collector hook."""
 
-    def __init__(self, full_collection_interval_s: float = FULL_COLLECTION_INTERVAL_S) -> None:
-        self.full_collection_interval_s = full_collection_interval_s
+    def __init__(self) -> None:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, _: object = None) -> None:
@@ -131,9 +131,7 @@ class LoopHealth:
         if not self._tasks:
             self._tasks = [
                 asyncio.create_task(probe_loop_lag(), name="loop-lag-probe"),
-                asyncio.create_task(
-                    collect_fully_every(self.full_collection_interval_s), name="full-collections"
-                ),
+                asyncio.create_task(collect_fully_every(), name="full-collections"),
             ]
 
     async def stop(self, _: object = None) -> None:

@@ -229,12 +229,9 @@ class Store:
                 for p in batch:
                     if not p.future.done():
                         p.future.set_exception(exc)
-                continue
-            for p in batch:
-                if not p.future.done():
-                    p.future.set_result(None)
 
     async def _write(self, batch: list[_Pending]) -> None:
+        """Commit `batch` and resolve its callers' futures."""
         LOG_BATCH_ENTRIES.observe(len(batch))
         started = time.perf_counter()
         # One statement, so one round trip and its own transaction (no BEGIN, no COMMIT), and

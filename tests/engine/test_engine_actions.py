@@ -181,7 +181,11 @@ async def test_engine_bots_take_departed_seats_and_paid_settlement(
     ledger = MemoryLedger(fail_times=2)
     async with harness_factory(ledger=ledger) as hz:
         c = hz.client
-        body = spec("paid1", "cubana", {"preset": "oriente"}, 4, tier="10", stake_cents=1000)
+        # Oriente plays to 20, and its doble sin respuesta is worth 20: an opening double that
+        # the next seat cannot answer ended the match before seat 1 or 3 ever played (about 1
+        # run in 30). A longer match gives the departing seats their first play.
+        options = {"preset": "oriente", "target": 100}
+        body = spec("paid1", "cubana", options, 4, tier="10", stake_cents=1000)
         assert (await c.post("/internal/matches", json=body, headers=h)).status_code == 200
         st = await drive(c, hz.engine, "paid1", h, leave={1: 0, 3: 0})
         assert st["status"] == "finished"

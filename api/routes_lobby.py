@@ -14,6 +14,7 @@ from litestar import Request, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
 from api import accounts
+from api.accounts import Session
 from api.backends import call, get_backends
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, require_player_may_pay
@@ -126,15 +127,14 @@ async def _check_partner(request: Request[Any, Any, Any], partner: str | None, m
         raise ServiceError(404, "no_such_player", "no player with that name")
 
 
-async def _paid_check(request: Request[Any, Any, Any], tier: str, partner: str | None) -> None:
+async def _paid_check(
+    request: Request[Any, Any, Any], session: Session, tier: str, partner: str | None
+) -> None:
     if tier == "free":
         return
-    session = await require(request, "player")
-    # Re-read the account: a lock or a self-exclusion counts from the moment it is set.
-    user = await accounts.get_user(request.app.state.db, session.user.id)
-    if user is None:
-        raise ServiceError(401, "unauthorized", "sign in first")
-    require_player_may_pay(user)
+    # The session's user row is read by this request's own session lookup (never cached
+    # across requests): a lock or a self-exclusion counts from the moment it is set.
+    require_player_may_pay(session.user)
     if partner is not None:
         other = await accounts.get_user(request.app.state.db, partner)
         if other is None or not other.may_play_paid():
@@ -205,7 +205,7 @@ async def _join_kind(
     """A join that names a kind and tier (quick join or a new private table)."""
     session = await require(request, "player")
     await _check_partner(request, data.partner, session.user.id)
-    await _paid_check(request, data.tier, data.partner)
+    await _paid_check(request, session, data.tier, data.partner)
     body = body_type(
         idempotency_key=_key(data.idempotency_key),
         player_id=session.user.id,
@@ -233,9 +233,7 @@ async def join_by_code(request: Request[Any, Any, Any], data: JSONBody[CodeReque
     """Sit at a private table by its invite code."""
     session = await require(request, "player")
     await _check_partner(request, data.partner, session.user.id)
-    user = await accounts.get_user(request.app.state.db, session.user.id)
-    if user is None:
-        raise ServiceError(401, "unauthorized", "sign in first")
+    user = session.user  # read by this request's session lookup, so current
     # The tier of a private table is only known to matchmaking: a locked or self-excluded
     # player is refused every invite code (free play stays open through quick join and CPUs).
     body = JoinByCode(

@@ -196,7 +196,24 @@ def _same_origin(connection: ASGIConnection[Any, Any, Any, Any]) -> bool:
     return origin.split("://", 1)[-1] == host
 
 
+# The scope key under which a request keeps its resolved session: a handler may ask for it more
+# than once (a role check, then a paid-table check), and each would otherwise be a database
+# round trip and a count against the caller's request rate.
+_SESSION_KEY = "mesa.session"
+
+
 async def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session | None:
+    """The caller's session (None when signed out), looked up once per request."""
+    scope: Any = connection.scope
+    if _SESSION_KEY in scope:
+        cached: Session | None = scope[_SESSION_KEY]
+        return cached
+    session = await _lookup_session(connection)
+    scope[_SESSION_KEY] = session
+    return session
+
+
+async def _lookup_session(connection: ASGIConnection[Any, Any, Any, Any]) -> Session | None:
     db: AsyncEngine = connection.app.state.db
     bearer = _bearer(connection)
     if bearer is not None:

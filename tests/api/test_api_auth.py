@@ -90,6 +90,19 @@ async def test_api_csrf_required_for_cookie_writes(app, gateway_db):
             headers={"X-CSRF-Token": token},
         )
         assert r.status_code == 403 and r.json()["error"] == "self_excluded"
+        # So are private tables, opened or joined by code (the account as this request read it).
+        r = await client.post(
+            "/api/lobby/private",
+            json={"kind": "apuesta-1v1", "tier": "10"},
+            headers={"X-CSRF-Token": token},
+        )
+        assert r.status_code == 403 and r.json()["error"] == "self_excluded"
+        r = await client.post(
+            "/api/lobby/join-code",
+            json={"invite_code": "ABCDEF"},
+            headers={"X-CSRF-Token": token},
+        )
+        assert r.status_code == 403 and r.json()["error"] == "self_excluded"
 
 
 async def test_api_bearer_tokens_need_no_csrf(app, gateway_db):

@@ -131,7 +131,16 @@ def _now_ms() -> int:
 class Subscription:
     """One socket's interest in one match: two wake flags and the newest seq announced."""
 
-    __slots__ = ("chat", "events", "fed_at", "forced", "match_id", "notified_seq", "seen_seq")
+    __slots__ = (
+        "chat",
+        "chat_from",
+        "events",
+        "fed_at",
+        "forced",
+        "match_id",
+        "notified_seq",
+        "seen_seq",
+    )
 
     def __init__(self, match_id: str) -> None:
         self.match_id = match_id
@@ -145,6 +154,8 @@ class Subscription:
         # fed: the safety-net fetch comes `wake_timeout_s` after this, not after the last wake.
         self.fed_at = time.monotonic()
         self.forced = False  # fetch on the next wake even if `notified_seq` is not newer
+        # The first chat line announced since the socket last took this (0: none).
+        self.chat_from = 0
 
     def wake(self) -> None:
         """Wake the socket's event pump to fetch whatever is there (a retry, a reconnect)."""
@@ -479,7 +490,10 @@ class MatchFeed:
         parsed = _split(payload)
         if parsed is None:
             return
+        chat_id = parsed[1]
         for sub in self._topics.get(parsed[0], ()):
+            if sub.chat_from == 0 or chat_id < sub.chat_from:
+                sub.chat_from = chat_id
             sub.chat.set()
 
     def deliver_batch(self, message: str) -> None:

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -77,6 +78,8 @@ LONG_POLL_MS = 20_000
 MAX_PAGES_PER_WAKE = 20  # event pages a socket reads per wake-up before it waits again
 MAX_CHAT_PAGES_PER_WAKE = 4
 RETRY_S = 1.0
+CHAT_CONNECT_GRACE_S = 2.0  # a socket's chat starts this long before its connect
+MAX_CHAT_ID = 2**62  # "no line announced yet" in the first chat read
 MAX_BEHIND_RETRIES = 3
 BEHIND_RETRY_S = 0.05  # after the engine or the database failed, try again this much later
 ACTION_WAIT_S = 2.0  # a woken socket waits at most this long for an action's answer
@@ -307,6 +310,24 @@ async def read_chat(
                     "AND id > :a ORDER BY id LIMIT :l"
                 ),
                 {"m": match_id, "a": after, "l": limit},
+            )
+        ).all()
+    return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
+
+
+async def read_chat_since(
+    db: AsyncEngine, match_id: str, since: datetime, first: int, limit: int = 50
+) -> list[ChatMessage]:
+    """A socket's first chat read: lines created from `since` on, or numbered `first` or
+    later (a line whose transaction began before `since` but was announced after)."""
+    async with db.connect() as conn:
+        rows = (
+            await conn.execute(
+                text(
+                    "SELECT id, seat, kind, code FROM gateway.chat WHERE match_id = :m "
+                    "AND (created_at >= :t OR id >= :f) ORDER BY id LIMIT :l"
+                ),
+                {"m": match_id, "t": since, "f": first, "l": limit},
             )
         ).all()
     return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
@@ -581,24 +602,29 @@ class _Table:
                     log.debug("table_deliver_failed", error=type(exc).__name__)
 
     async def pump_chat(self) -> None:
+        """Send the chat lines posted since the socket connected.
+
+        No query until the match has chat news: most matches have none, and a query per
+        socket connect (where the chat stood) and per safety-net wake-up cost the gateway a
+        few % of its CPU under load. The first read, when a line is announced or every socket
+        is woken (the listener reconnected), takes the lines created since the connect (less
+        `CHAT_CONNECT_GRACE_S`, for clocks) or announced; later reads the lines after the last
+        one sent, and only then does the safety-net wake-up read."""
         last: int | None = None
+        since = datetime.now(UTC) - timedelta(seconds=CHAT_CONNECT_GRACE_S)
         while True:
+            woken = await self.sub.wait_chat(self.feed.chat_wake_timeout_s)
+            first, self.sub.chat_from = self.sub.chat_from, 0
+            if last is None and not woken:
+                continue  # nothing announced since the connect: nothing to read
             try:
-                if last is None:
-                    async with self.db.connect() as conn:
-                        row = (
-                            await conn.execute(
-                                text(
-                                    "SELECT coalesce(max(id), 0) AS m FROM gateway.chat "
-                                    "WHERE match_id = :m"
-                                ),
-                                {"m": self.match_id},
-                            )
-                        ).first()
-                    last = int(row.m) if row is not None else 0
-                await self.sub.wait_chat(self.feed.chat_wake_timeout_s)
                 for _ in range(MAX_CHAT_PAGES_PER_WAKE):
-                    messages = await read_chat(self.db, self.match_id, last)
+                    if last is None:
+                        messages = await read_chat_since(
+                            self.db, self.match_id, since, first or MAX_CHAT_ID
+                        )
+                    else:
+                        messages = await read_chat(self.db, self.match_id, last)
                     for message in messages:
                         last = message.id
                         await self.send({"type": "chat", **msgspec.structs.asdict(message)})
@@ -607,6 +633,8 @@ class _Table:
             except (SQLAlchemyError, OSError) as exc:
                 log.info("table_chat_retry", error=type(exc).__name__)
                 await asyncio.sleep(RETRY_S)
+                if first and (self.sub.chat_from == 0 or first < self.sub.chat_from):
+                    self.sub.chat_from = first
                 self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:

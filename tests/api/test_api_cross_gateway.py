@@ -240,3 +240,36 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
                     if len(acked) == 3 or view["state"]["status"] != "playing":
                         break
                 assert acked, "no action was acknowledged"
+
+
+async def test_a_socket_hears_the_chat_posted_after_it_connected(
+    platform_db: str, internal_secret: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket reads no chat until the match has chat news (docs/api.md); then it gets the
+    lines posted since it connected, none from before, and each later line once. Every socket
+    woken at once (the listener reconnected) with no chat posted sends nothing."""
+    import api.routes_table as routes_table
+
+    monkeypatch.setattr(routes_table, "CHAT_CONNECT_GRACE_S", 0.0)
+    name = "chatter"
+    await make_user(platform_db, name)
+    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, _):
+        feed_a = gw_a.state.feed
+        feed_a.wake_timeout_s = feed_a.chat_wake_timeout_s = 600.0  # no safety net here
+        db = gw_a.state.db
+        async with cpu_match(gw_a, name) as (_, headers, match_id), serve(gw_a) as port:
+            before = await routes_table.post_chat(db, match_id, 0, "phrase", "buena")
+            async with table_socket(port, match_id, headers) as (ws, hello, _):
+                feed_a.wake_all()  # a first read that finds nothing
+                seat = hello["seat"]
+                lines = [
+                    await routes_table.post_chat(db, match_id, seat, "reaction", code)
+                    for code in ("aplauso", "risa")
+                ]
+                got: list[int] = []
+                async with asyncio.timeout(FRAME_TIMEOUT_S):
+                    while len(got) < len(lines):
+                        frame = json.loads(await ws.recv())
+                        if frame["type"] == "chat":
+                            got.append(frame["id"])
+                assert before not in got and got == lines

@@ -11,6 +11,7 @@ here.
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,9 @@ def create_app(
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
-        app.state.feed_batcher = routes_table.FeedBatcher(app.state.backends)
+        app.state.feed_batcher = routes_table.FeedBatcher(
+            app.state.backends, f"gw-{secrets.token_hex(8)}"
+        )
         feed = MatchFeed(settings.database_url, redis_url=settings.redis_url)
         app.state.feed = feed
         await feed.start()

@@ -174,8 +174,15 @@ class FeedBatcher:
     the engine one request per action instead of two; four seats of a 2v2, one instead of four.
     """
 
-    def __init__(self, backends: Backends) -> None:
+    def __init__(self, backends: Backends, gateway_id: str) -> None:
         self.backends = backends
+        # This process as it names itself to the engine: its reads register it as a reader of
+        # the match, and its actions may go unannounced while it is the only one (see
+        # `SubmitAction.gateway`).
+        self.gateway_id = gateway_id
+        # Sockets between their subscription and `join`, by match: an action sent meanwhile
+        # would not carry their reads, so it must be announced.
+        self.joining: dict[str, int] = {}
         self._open: dict[str, list[tuple[int, int, asyncio.Future[SeatFeed]]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # The table sockets this process serves, by match: an action sent through one of them
@@ -184,6 +191,16 @@ class FeedBatcher:
         # Actions in flight per match: a socket woken meanwhile waits for the action's answer,
         # which carries its feed, instead of reading the same entries a second time.
         self._acting: dict[str, asyncio.Event] = {}
+
+    def joining_started(self, match_id: str) -> None:
+        self.joining[match_id] = self.joining.get(match_id, 0) + 1
+
+    def joining_ended(self, match_id: str) -> None:
+        left = self.joining.get(match_id, 1) - 1
+        if left > 0:
+            self.joining[match_id] = left
+        else:
+            self.joining.pop(match_id, None)
 
     def join(self, table: _Table) -> None:
         self.tables.setdefault(table.match_id, []).append(table)
@@ -237,7 +254,10 @@ class FeedBatcher:
         live = [item for item in batch if not item[2].done()]
         if not live:
             return
-        body = FeedReads(reads=[FeedRead(seat=seat, after=after) for seat, after, _ in live])
+        body = FeedReads(
+            reads=[FeedRead(seat=seat, after=after) for seat, after, _ in live],
+            gateway=self.gateway_id,
+        )
         try:
             result = await call(
                 "engine",
@@ -265,8 +285,11 @@ async def submit(
     seq: int,
     action: Any,
     reads: list[FeedRead] | None = None,
+    gateway: str | None = None,
 ) -> ActionApplied:
-    body = SubmitAction(seat=seat, seq=seq, action=action, player_id=player, reads=reads or [])
+    body = SubmitAction(
+        seat=seat, seq=seq, action=action, player_id=player, reads=reads or [], gateway=gateway
+    )
     return await call(
         "engine",
         backends.engine.post(f"/internal/matches/{match_id}/actions", body, ActionApplied),
@@ -567,39 +590,66 @@ class _Table:
         """Submit the action; its answer carries the feeds of every socket this gateway serves
         at the match (this one too), each read for its own seat, which are sent right after
         the ack: no second engine call, and no wait for the notification."""
-        tables = self.reads.tables.get(self.match_id, [])[:MAX_FEED_READS]
+        served = self.reads.tables.get(self.match_id, [])
+        tables = served[:MAX_FEED_READS]
         if self not in tables:
             tables = [self, *tables[: MAX_FEED_READS - 1]]
         reads = [FeedRead(seat=t.seat, after=t.seq) for t in tables]
+        # Named only when the answer reaches every socket this process serves at the match:
+        # the engine may then leave the entries unannounced (no NOTIFY).
+        every_socket = self.match_id not in self.reads.joining and all(t in tables for t in served)
+        # The sockets sent their feed from the answer; every other one reads for itself at
+        # the end (a failed or cancelled call, an unexpected answer): the action may have
+        # been applied and, with every socket's feed asked for, left unannounced.
+        fed: set[_Table] = set()
         with self.reads.acting(self.match_id):
             try:
-                applied = await submit(
-                    self.backends, self.match_id, self.seat, self.player, frame.seq,
-                    frame.action, reads,
-                )  # fmt: skip
-            except ServiceError as exc:
-                await self.send(
-                    {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
-                )
-                return
-            ack = {"type": "ack", "ref": frame.ref, "seq": applied.seq}
-            # A different count is not the answer asked for: the notification brings the feeds.
-            same = len(applied.feeds) == len(tables)
-            feeds = list(zip(tables, applied.feeds, strict=True)) if same else []
-            own = next((f for t, f in feeds if t is self and f.events.seat == self.seat), None)
-            if own is None:
-                await self.send(ack)
-            elif not await self.deliver(own, ack):
-                self.sub.wake()
-            for table, feed in feeds:
-                if table is self or feed.events.seat != table.seat:
-                    continue  # sent with the ack; never another seat's feed
-                try:
-                    if not await table.deliver(feed):
+                await self._submit_and_deliver(frame, tables, reads, every_socket, fed)
+            finally:
+                for table in tables:
+                    if table not in fed:
                         table.sub.wake()
-                except Exception as exc:
-                    # another socket that is closing: its own loop ends it
-                    log.debug("table_deliver_failed", error=type(exc).__name__)
+
+    async def _submit_and_deliver(
+        self,
+        frame: WsAction,
+        tables: list[_Table],
+        reads: list[FeedRead],
+        every_socket: bool,
+        fed: set[_Table],
+    ) -> None:
+        try:
+            applied = await submit(
+                self.backends, self.match_id, self.seat, self.player, frame.seq,
+                frame.action, reads, self.reads.gateway_id if every_socket else None,
+            )  # fmt: skip
+        except ServiceError as exc:
+            if exc.status < 500:
+                fed.update(tables)  # refused: nothing changed
+            await self.send(
+                {"type": "error", "ref": frame.ref, "error": exc.code, "detail": exc.detail}
+            )
+            return
+        ack = {"type": "ack", "ref": frame.ref, "seq": applied.seq}
+        # A different count is not the answer asked for: every socket reads for itself.
+        same = len(applied.feeds) == len(tables)
+        feeds = list(zip(tables, applied.feeds, strict=True)) if same else []
+        own = next((f for t, f in feeds if t is self and f.events.seat == self.seat), None)
+        if own is None:
+            await self.send(ack)
+        else:
+            if await self.deliver(own, ack):
+                fed.add(self)
+        for table, feed in feeds:
+            if table is self or feed.events.seat != table.seat:
+                continue  # sent with the ack; never another seat's feed
+            try:
+                if await table.deliver(feed):
+                    fed.add(table)
+            except Exception as exc:
+                # another socket that is closing: its own loop ends it
+                fed.add(table)
+                log.debug("table_deliver_failed", error=type(exc).__name__)
 
     async def pump_chat(self) -> None:
         """Send the chat lines posted since the socket connected.
@@ -754,6 +804,10 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
         table = _Table(
             socket, backends, socket.app.state.db, feed, sub, match_id, seat, user, reads
         )
+        # Until `join`, actions through this process are announced (they cannot carry this
+        # socket's read); its first read registers this process with the engine as a reader.
+        reads.joining_started(match_id)
+        joining = True
         try:
             await table.send({"type": "hello", "seat": seat, "seq": state.seq})
             table.seq = after if after is not None and after < state.seq else state.seq
@@ -767,6 +821,8 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 table.seq = first.snapshot.seq
                 await table.send({"type": "snapshot", "seq": table.seq, "view": first.snapshot})
             reads.join(table)
+            reads.joining_ended(match_id)
+            joining = False
             tasks = [
                 asyncio.create_task(table.pump_events()),
                 asyncio.create_task(table.pump_chat()),
@@ -783,6 +839,8 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 if failure is not None and not isinstance(failure, WebSocketDisconnect):
                     log.info("table_socket_closed", error=type(failure).__name__)
         finally:
+            if joining:
+                reads.joining_ended(match_id)
             reads.leave(table)
             feed.unsubscribe(sub)
             counts[user] = counts.get(user, 1) - 1

@@ -100,7 +100,8 @@ async def _submit(state: State, path: dict[str, str], data: SubmitAction) -> Act
 
 async def _feeds(state: State, path: dict[str, str], data: FeedReads) -> SeatFeeds:
     reads = [(r.seat, r.after) for r in data.reads]
-    return SeatFeeds(feeds=await _engine(state).feeds(path["match_id"], reads))
+    feeds = await _engine(state).feeds(path["match_id"], reads, gateway=data.gateway)
+    return SeatFeeds(feeds=feeds)
 
 
 submit_action = post_json(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied

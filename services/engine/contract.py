@@ -26,7 +26,10 @@ Error codes (body `{"error": code, "detail": text}`):
 409 claim_not_allowed, 409 seed_mismatch, 503 busy (inbox full), 503 not_owner (another
 engine replica runs the match).
 
-Events published with PostgreSQL NOTIFY on channel `engine_events`, payload `match_id:seq`.
+Events published with PostgreSQL NOTIFY on channel `engine_events`, payload `match_id:seq`,
+for every log entry, except the entries of an action submitted by a gateway (`gateway`) that
+is the only gateway reading the match and asked for the feeds of all its sockets there: its
+answer brings them, and nobody else listens for them (see `SubmitAction.gateway`).
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ MAX_EVENTS_PAGE = 500
 # A gateway serves at most a few sockets of one match (four seats, a reconnect or a second
 # tab each): a bound on one batched read.
 MAX_FEED_READS = 16
+# A gateway process's id as it names itself to the engine (`SubmitAction.gateway`,
+# `FeedReads.gateway`).
+GatewayId = Annotated[str, msgspec.Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.:-]+$")]
 
 
 class SeatSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -129,6 +135,11 @@ class SubmitAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reads: Annotated[list[FeedRead], msgspec.Meta(max_length=MAX_FEED_READS)] = msgspec.field(
         default_factory=list
     )
+    # The calling gateway process, given only when `reads` cover every socket it serves at
+    # this match. If no other gateway has read the match (on this engine process, since the
+    # match was created here), the entries this action makes are not announced by NOTIFY:
+    # the answer brings them to every socket that needs them.
+    gateway: GatewayId | None = None
 
 
 class ActionAccepted(msgspec.Struct, frozen=True):
@@ -238,6 +249,10 @@ class FeedRead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class FeedReads(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reads: Annotated[list[FeedRead], msgspec.Meta(min_length=1, max_length=MAX_FEED_READS)]
+    # The reading gateway process: from now on the match's entries are announced to it even
+    # when another gateway's action would have them unannounced (`SubmitAction.gateway`).
+    # A gateway's sockets must read through here, naming it, before they rely on NOTIFY.
+    gateway: GatewayId | None = None
 
 
 class SeatFeeds(msgspec.Struct, frozen=True):

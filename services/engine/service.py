@@ -49,6 +49,7 @@ SCAN_INTERVAL_MS = 1_000
 EVICT_AFTER_MS = 60_000
 SETTLE_BACKOFF_MIN_MS = 200
 SETTLE_BACKOFF_MAX_MS = 10_000
+MAX_GATEWAYS_PER_MATCH = 16  # beyond: every entry of the match is announced
 
 _PURPOSE_CODES = {"deal": "d", "cuban_draw": "draw", "pares_o_nones": "pares"}
 
@@ -58,9 +59,16 @@ def _time(ms: int) -> datetime:
 
 
 class MatchActor:
-    def __init__(self, engine: Engine, match: Match) -> None:
+    def __init__(self, engine: Engine, match: Match, *, created_here: bool = False) -> None:
         self.engine = engine
         self.match = match
+        # The gateway processes that have read this match's feeds through this process
+        # (`FeedReads.gateway`, `SubmitAction.gateway`), known only for a match created here:
+        # after a takeover or a restart a gateway's sockets may listen without having read
+        # here, so every entry is announced (None). Too many gateways: None as well.
+        self.gateways: set[str] | None = set() if created_here else None
+        # While an action's turn runs: its entries go unannounced (`SubmitAction.gateway`).
+        self.unannounced = False
         self.inbox: asyncio.Queue[tuple[Callable[[], Awaitable[Any]], asyncio.Future[Any]]] = (
             asyncio.Queue(maxsize=INBOX_SIZE)
         )
@@ -132,11 +140,26 @@ class MatchActor:
         m = self.match
         rec.setdefault("at", self.engine.clock.now_ms())
         data = msgspec.json.encode(rec)
-        await self.engine.store.append(m.spec.match_id, m.log_no, m.seq + 1, data)
+        await self.engine.store.append(
+            m.spec.match_id, m.log_no, m.seq + 1, data, notify=not self.unannounced
+        )
         m.apply(rec)
         await self._flush_outbox()
         self.changed.set()
         self.changed = asyncio.Event()
+
+    def reader(self, gateway: str | None) -> None:
+        """Note a gateway process that reads this match (announce its entries from now on)."""
+        if gateway is None or self.gateways is None or gateway in self.gateways:
+            return
+        if len(self.gateways) >= MAX_GATEWAYS_PER_MATCH:
+            self.gateways = None
+        else:
+            self.gateways.add(gateway)
+
+    def sole_reader(self, gateway: str | None) -> bool:
+        """True when `gateway` is known to be the only gateway process reading this match."""
+        return gateway is not None and self.gateways is not None and self.gateways <= {gateway}
 
     async def _flush_outbox(self) -> None:
         m = self.match
@@ -423,7 +446,7 @@ class Engine:
             actor = await self._acquire(spec.match_id)
             return await actor.call(lambda: self._created(actor))
         match = Match.create(spec, self.key, now)
-        actor = MatchActor(self, match)
+        actor = MatchActor(self, match, created_here=True)
         self.actors[spec.match_id] = actor
         actor.start()
         return await actor.call(lambda: self._created(actor))
@@ -450,9 +473,16 @@ class Engine:
             rec = m.check_submit(body.seat, body.seq, body.action, body.player_id)
             if rec["k"] == "claim":
                 m.check_claim_time(body.seat, self.clock.now_ms())
-            await actor.persist(rec)
-            ACTIONS.inc()
-            await actor._steps()
+            actor.reader(body.gateway)
+            # The action and the steps it causes reach every socket through this answer when
+            # the caller is the match's only gateway and reads for all its sockets.
+            actor.unannounced = bool(reads) and actor.sole_reader(body.gateway)
+            try:
+                await actor.persist(rec)
+                ACTIONS.inc()
+                await actor._steps()
+            finally:
+                actor.unannounced = False
             feeds = self._read_feeds(actor, reads, MAX_EVENTS_PAGE) if reads else []
             return ActionApplied(match_id=match_id, seq=m.seq, feeds=feeds)
 
@@ -516,15 +546,21 @@ class Engine:
         return (await self.feeds(match_id, [(seat, after)], limit))[0]
 
     async def feeds(
-        self, match_id: str, reads: list[tuple[int, int]], limit: int = MAX_EVENTS_PAGE
+        self,
+        match_id: str,
+        reads: list[tuple[int, int]],
+        limit: int = MAX_EVENTS_PAGE,
+        gateway: str | None = None,
     ) -> list[SeatFeed]:
-        """`feed` for several (seat, after) reads in one actor turn: one consistent moment."""
+        """`feed` for several (seat, after) reads in one actor turn: one consistent moment.
+        `gateway`: the reading gateway process (announce this match's entries to it)."""
         actor = await self._acquire(match_id)
         for seat, _ in reads:
             self._check_seat(actor, seat)
         limit = max(1, min(limit, MAX_EVENTS_PAGE))
 
         async def run() -> list[SeatFeed]:
+            actor.reader(gateway)
             return self._read_feeds(actor, reads, limit)
 
         return await actor.call(run)

@@ -6,7 +6,8 @@ carry many actions. The primary key (match_id, log_no) fences a stale writer: tw
 can never both append the same entry of a match.
 
 Each batch's notifications are sent by its own commit: the INSERT's statement calls
-`pg_notify` for every row it inserted, so an entry is announced exactly when it is durable and
+`pg_notify` for every entry appended with `notify` (all but those of an action whose gateway is
+the match's only reader: `contract.SubmitAction.gateway`), so an entry is announced exactly when it is durable and
 one round trip and one commit carry both. (They used to follow the commit in a notify-only
 transaction of their own: measured at 600 one-entry batches/s, that second statement cost
 PostgreSQL ~355 us of CPU per batch against ~290 us for the combined one, and the writing
@@ -72,6 +73,7 @@ class _Pending:
     seq: int
     record: bytes
     future: asyncio.Future[None]
+    notify: bool
 
 
 class Store:
@@ -201,12 +203,15 @@ class Store:
 
     # ------------------------------------------------------------------ appends
 
-    async def append(self, match_id: str, log_no: int, seq: int, record: bytes) -> None:
-        """Persist one log entry; returns once committed (its NOTIFY is queued by then)."""
+    async def append(
+        self, match_id: str, log_no: int, seq: int, record: bytes, notify: bool = True
+    ) -> None:
+        """Persist one log entry; returns once committed (its NOTIFY, unless `notify` is
+        False, is queued by then)."""
         if len(record) > MAX_RECORD_BYTES:
             raise ValueError("log record too large")
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Pending(match_id, log_no, seq, record, fut))
+        self._queue.put_nowait(_Pending(match_id, log_no, seq, record, fut, notify))
         await fut
 
     async def _writer(self) -> None:
@@ -235,19 +240,33 @@ class Store:
         LOG_BATCH_ENTRIES.observe(len(batch))
         started = time.perf_counter()
         # One statement, so one round trip and its own transaction (no BEGIN, no COMMIT), and
-        # the entries' notifications in it: sent by the commit, in insertion order.
+        # the entries' notifications in it: sent by the commit, in batch order, and only if
+        # the INSERT went through (a data-modifying WITH always runs to completion). A batch
+        # with nothing to announce takes no part in PostgreSQL's serialization of notifying
+        # commits (module docstring).
+        notices = [f"{p.match_id}:{p.seq}" for p in batch if p.notify]
         async with self._pool().acquire() as conn:
-            await conn.execute(
-                "WITH ins AS (INSERT INTO engine.match_log (match_id, log_no, seq, record)"
-                " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])"
-                " RETURNING match_id, seq)"
-                " SELECT count(pg_notify($5, ins.match_id || ':' || ins.seq)) FROM ins",
-                [p.match_id for p in batch],
-                [p.log_no for p in batch],
-                [p.seq for p in batch],
-                [p.record for p in batch],
-                NOTIFY_CHANNEL,
-            )
+            if notices:
+                await conn.execute(
+                    "WITH ins AS (INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+                    " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[]))"
+                    " SELECT count(pg_notify($5, n)) FROM unnest($6::text[]) AS n",
+                    [p.match_id for p in batch],
+                    [p.log_no for p in batch],
+                    [p.seq for p in batch],
+                    [p.record for p in batch],
+                    NOTIFY_CHANNEL,
+                    notices,
+                )
+            else:
+                await conn.execute(
+                    "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+                    " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])",
+                    [p.match_id for p in batch],
+                    [p.log_no for p in batch],
+                    [p.seq for p in batch],
+                    [p.record for p in batch],
+                )
         LOG_COMMIT_SECONDS.observe(time.perf_counter() - started)
         for p in batch:
             if not p.future.done():

@@ -242,6 +242,45 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
                 assert acked, "no action was acknowledged"
 
 
+async def test_an_action_on_one_gateway_reaches_the_seats_socket_on_another(
+    platform_db: str, internal_secret: bytes, tmp_path: Path
+) -> None:
+    """A player with a socket on each gateway acts through B's: B's socket has the ack with
+    the update, and A's socket gets the update by NOTIFY (its safety net is out of reach).
+    The engine leaves an action unannounced only when its gateway is the match's only reader,
+    and A became one with its socket's first read."""
+    name = "twotabs"
+    await make_user(platform_db, name)
+    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, gw_b):
+        feed_a = gw_a.state.feed
+        feed_a.wake_timeout_s = feed_a.chat_wake_timeout_s = 600.0  # no safety net here
+        async with (
+            cpu_match(gw_b, name) as (_, headers, match_id),
+            serve(gw_a) as port_a,
+            serve(gw_b) as port_b,
+            table_socket(port_a, match_id, headers) as (ws_a, _, view_a),
+            table_socket(port_b, match_id, headers) as (ws_b, _, view),
+        ):
+            acked = None
+            for n in range(40):  # the CPU may move first: act on the newest view
+                action = action_for(view)
+                if action is None:
+                    view = (await next_frame(ws_b, VIEWS, view["seq"] + 1))["view"]
+                    continue
+                ref = f"r{n}"
+                frame = {"type": "action", "ref": ref, "seq": view["seq"], "action": action}
+                await ws_b.send(json.dumps(frame))
+                reply = await next_frame(ws_b, ("ack", "error"))
+                if reply["type"] == "ack":
+                    acked = reply["seq"]
+                    break
+                assert reply["error"] == "stale_seq", reply
+                view = (await next_frame(ws_b, VIEWS, view["seq"] + 1))["view"]
+            assert acked is not None, "no action was acknowledged"
+            update = await next_frame(ws_a, "update", acked)
+            assert update["seq"] >= acked > view_a["seq"]
+
+
 async def test_a_socket_hears_the_chat_posted_after_it_connected(
     platform_db: str, internal_secret: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

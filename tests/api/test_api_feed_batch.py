@@ -4,13 +4,20 @@ and each gets its own seat's feed (nobody else's hand)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
+import msgspec
 import pytest
 
-from api.routes_table import FeedBatcher
+from api.feed import Subscription
+from api.routes_table import FeedBatcher, WsAction, _Table
+from services.common.http import RemoteError, ServiceUnavailable
 from services.common.metrics import REQUESTS
 from services.common.migrate import upgrade
+from services.engine.contract import Action
 from tests.api.api_helpers import bearer, make_user
 from tests.api.platform_stack import COMPONENTS, platform
 
@@ -59,3 +66,74 @@ async def test_reads_of_one_turn_share_one_engine_call(
         # reads in later turns go out on their own
         await batcher.read(match_id, 0, 0)
         assert _feeds_calls() - before == 2
+
+
+class _Socket:
+    """The table socket as `_Table` uses it: frames sent, as text."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def send_text(self, text: str) -> None:
+        self.sent.append(text)
+
+
+class _Engine:
+    """An engine whose action route fails as told, or never answers (`exc` None)."""
+
+    def __init__(self, exc: Exception | None) -> None:
+        self.exc = exc
+        self.called = asyncio.Event()
+
+    async def post(self, *_args: Any, **_kwargs: Any) -> Any:
+        self.called.set()
+        if self.exc is None:
+            await asyncio.Event().wait()
+        raise self.exc  # type: ignore[misc]
+
+
+def _two_sockets(exc: Exception | None) -> tuple[_Table, _Table, _Engine]:
+    """Two sockets of one match on one gateway, joined, with `_Engine(exc)` behind them."""
+    engine = _Engine(exc)
+    backends: Any = SimpleNamespace(engine=engine)
+    reads = FeedBatcher(backends, "gw-test")
+    tables = []
+    for seat in (0, 1):
+        sub = Subscription("m1")
+        table = _Table(_Socket(), backends, None, None, sub, "m1", seat, f"p{seat}", reads)  # type: ignore[arg-type]
+        reads.join(table)
+        tables.append(table)
+    return tables[0], tables[1], engine
+
+
+ACTION = WsAction(seq=3, action=msgspec.convert({"type": "leave"}, Action), ref="r1")
+
+
+@pytest.mark.parametrize(
+    ("exc", "woken"),
+    [
+        (ServiceUnavailable("timed out"), True),  # may have been applied, unannounced
+        (RemoteError(500, "server_error", "boom"), True),
+        (RemoteError(409, "stale_seq", "old seq"), False),  # refused: nothing changed
+    ],
+)
+async def test_a_failed_action_call_wakes_the_match_s_other_sockets(
+    exc: Exception, woken: bool
+) -> None:
+    """An action whose answer is lost may have been applied without a NOTIFY (the gateway
+    asked for every socket's feed): each socket of the match reads for itself instead."""
+    acting, other, _ = _two_sockets(exc)
+    await acting.act(ACTION)
+    assert json.loads(acting.socket.sent[-1])["type"] == "error"  # type: ignore[attr-defined]
+    assert other.sub.forced is woken and other.sub.events.is_set() is woken
+    assert acting.sub.forced is woken
+
+
+async def test_an_action_cancelled_mid_call_wakes_the_match_s_other_sockets() -> None:
+    acting, other, engine = _two_sockets(None)
+    task = asyncio.create_task(acting.act(ACTION))
+    await engine.called.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert other.sub.forced and other.sub.events.is_set()

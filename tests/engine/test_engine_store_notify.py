@@ -13,7 +13,7 @@ import pytest
 from services.common.db import asyncpg_dsn
 from services.engine.contract import NOTIFY_CHANNEL
 from services.engine.store import LOCK_NAMESPACE, Store
-from tests.engine.engine_helpers import auth, spec
+from tests.engine.engine_helpers import auth, commitment, seed_of, spec
 
 WAIT_S = 10.0  # an upper bound only: every wait below ends on an event
 
@@ -167,3 +167,85 @@ async def test_engine_scanner_lists_only_matches_no_process_owns(
                 "INSERT INTO engine.match_closed (match_id, status) VALUES ($1, 'void')", mid
             )
         await other.close()
+
+
+async def test_engine_leaves_unannounced_only_the_actions_of_the_only_reading_gateway(
+    harness_factory: Any, internal_secret: bytes, engine_db: str
+) -> None:
+    """An action whose gateway is the only one that has read the match, asking for the feeds
+    of all its sockets, makes entries without NOTIFY (its answer brings them); once another
+    gateway has read the match, or after the match was restored by another process, every
+    entry is announced again (contract: `SubmitAction.gateway`)."""
+    h = auth(internal_secret)
+    mid = "nt-quiet"
+    listener, heard = await _listen(engine_db)
+
+    async def heard_until(seq: int) -> list[int]:
+        """Every seq announced for the match, up to and including `seq` (commit order)."""
+        seqs: list[int] = []
+        while seq not in seqs:
+            payload = await asyncio.wait_for(heard.get(), WAIT_S)
+            if payload.startswith(f"{mid}:"):
+                seqs.append(int(payload.rpartition(":")[2]))
+        return seqs
+
+    async def act(client: Any, gateway: str | None) -> int:
+        """The first legal action of the first seat on the clock; the match's seq after it."""
+        st = (await client.get(f"/internal/matches/{mid}", headers=h)).json()
+        seat = st["deadline"]["seats"][0]
+        view = (await client.get(f"/internal/matches/{mid}/seats/{seat}/view", headers=h)).json()
+        first = view["legal"][0]
+        action: dict[str, Any] = {"type": first["type"]}
+        if first["type"] == "seed_commit":
+            action["commitment"] = commitment(seed_of(seat, 1))
+        elif first["type"] == "seed_reveal":
+            action["seed"] = seed_of(seat, 1)
+        elif first["type"] == "play":
+            action["tile"] = first["tile"]
+            if first["end"] is not None:
+                action["end"] = first["end"]
+        body: dict[str, Any] = {
+            "seat": seat,
+            "seq": view["seq"],
+            "action": action,
+            "reads": [{"seat": seat, "after": view["seq"]}],
+        }
+        if gateway is not None:
+            body["gateway"] = gateway
+        r = await client.post(f"/internal/matches/{mid}/actions", json=body, headers=h)
+        assert r.status_code == 200, r.text
+        return int(r.json()["seq"])
+
+    async def read(client: Any, gateway: str) -> None:
+        body = {"reads": [{"seat": 0, "after": 0}], "gateway": gateway}
+        r = await client.post(f"/internal/matches/{mid}/feeds", json=body, headers=h)
+        assert r.status_code == 200, r.text
+
+    try:
+        async with harness_factory() as hz:
+            c = hz.client
+            created = await c.post(
+                "/internal/matches", json=spec(mid, "apuesta", {"mode": "1v1"}, 2), headers=h
+            )
+            assert created.status_code == 200
+            await heard_until(created.json()["seq"])
+            bad = {"reads": [{"seat": 0, "after": 0}], "gateway": "no spaces"}
+            r = await c.post(f"/internal/matches/{mid}/feeds", json=bad, headers=h)
+            assert r.status_code == 400 and r.json()["error"] == "invalid_request"
+            await read(c, "gw-a")
+            quiet = await act(c, "gw-a")
+            # An action without a gateway is announced; the earlier one, in commit order
+            # before it, was not.
+            loud = await act(c, None)
+            assert quiet not in await heard_until(loud)
+            await read(c, "gw-b")  # a second gateway reads the match: announce everything
+            assert await heard_until(await act(c, "gw-a"))
+    finally:
+        await listener.close()
+    listener, heard = await _listen(engine_db)
+    try:
+        async with harness_factory() as hz2:  # restored here: its readers are unknown
+            await read(hz2.client, "gw-a")
+            assert await heard_until(await act(hz2.client, "gw-a"))
+    finally:
+        await listener.close()

@@ -1,7 +1,9 @@
 """`make load`: paid tables played over the public HTTP + WebSocket protocol against `mesa up`.
 
-    python -m bench.load --tables 100 --duration-s 60 [--engines N --gateways N]
-    python -m bench.load --ramp 50,100,200,400 --duration-s 30
+    python -m bench.load [--tables 1000 --duration-s 30] [--engines N --gateways N]
+    python -m bench.load --ramp 800,900,1000,1100 --duration-s 30
+
+The default is the target of issue #9: 1,000 tables at one action per second each, 30 s.
 
 Each table is two simulated players at a private $10 apuesta 1v1 table who play real matches
 at `--rate` actions per second per table (a new match as soon as one ends, while the
@@ -373,8 +375,8 @@ def _cpus() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
-    parser.add_argument("--tables", type=int, default=100, help="concurrent tables")
-    parser.add_argument("--duration-s", type=float, default=60.0, help="measured seconds")
+    parser.add_argument("--tables", type=int, default=1000, help="concurrent tables")
+    parser.add_argument("--duration-s", type=float, default=30.0, help="measured seconds")
     parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
     parser.add_argument("--ramp", default="", help="comma list of table counts, e.g. 50,100,200")
     parser.add_argument("--engines", type=int, default=1)

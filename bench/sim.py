@@ -148,6 +148,11 @@ class Platform:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             text=True,
+            # Several processes share this pipe; a line written by one can split another's
+            # multi-byte character. A decoding error must not stop the drain: the pipe would
+            # fill and block `mesa up` itself (a chaos run once lost its PostgreSQL restart so).
+            encoding="utf-8",
+            errors="replace",
             cwd=str(Path(__file__).resolve().parents[1]),
         )
         self._reader = threading.Thread(target=self._drain, daemon=True)

@@ -80,6 +80,7 @@ MAX_CHAT_PAGES_PER_WAKE = 4
 RETRY_S = 1.0
 CHAT_CONNECT_GRACE_S = 2.0  # a socket's chat starts this long before its connect
 MAX_CHAT_ID = 2**62  # "no line announced yet" in the first chat read
+FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)  # "by number only" in `read_chat`
 MAX_BEHIND_RETRIES = 3
 BEHIND_RETRY_S = 0.05  # after the engine or the database failed, try again this much later
 ACTION_WAIT_S = 2.0  # a woken socket waits at most this long for an action's answer
@@ -323,34 +324,23 @@ async def post_chat(db: AsyncEngine, match_id: str, seat: int, kind: str, code: 
 
 
 async def read_chat(
-    db: AsyncEngine, match_id: str, after: int, limit: int = 50
+    db: AsyncEngine,
+    match_id: str,
+    after: int,
+    limit: int = 50,
+    since: datetime = FAR_FUTURE,
 ) -> list[ChatMessage]:
+    """The match's chat lines numbered after `after` or created from `since` on (a socket's
+    first read: a line whose transaction began before `since` but was announced after is
+    found by its number)."""
     async with db.connect() as conn:
         rows = (
             await conn.execute(
                 text(
                     "SELECT id, seat, kind, code FROM gateway.chat WHERE match_id = :m "
-                    "AND id > :a ORDER BY id LIMIT :l"
+                    "AND (id > :a OR created_at >= :t) ORDER BY id LIMIT :l"
                 ),
-                {"m": match_id, "a": after, "l": limit},
-            )
-        ).all()
-    return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
-
-
-async def read_chat_since(
-    db: AsyncEngine, match_id: str, since: datetime, first: int, limit: int = 50
-) -> list[ChatMessage]:
-    """A socket's first chat read: lines created from `since` on, or numbered `first` or
-    later (a line whose transaction began before `since` but was announced after)."""
-    async with db.connect() as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    "SELECT id, seat, kind, code FROM gateway.chat WHERE match_id = :m "
-                    "AND (created_at >= :t OR id >= :f) ORDER BY id LIMIT :l"
-                ),
-                {"m": match_id, "t": since, "f": first, "l": limit},
+                {"m": match_id, "a": after, "t": since, "l": limit},
             )
         ).all()
     return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
@@ -670,9 +660,8 @@ class _Table:
             try:
                 for _ in range(MAX_CHAT_PAGES_PER_WAKE):
                     if last is None:
-                        messages = await read_chat_since(
-                            self.db, self.match_id, since, first or MAX_CHAT_ID
-                        )
+                        after = first - 1 if first else MAX_CHAT_ID
+                        messages = await read_chat(self.db, self.match_id, after, since=since)
                     else:
                         messages = await read_chat(self.db, self.match_id, last)
                     for message in messages:

@@ -66,6 +66,15 @@ class AppendFailed(Exception):
     """The log refused an entry (another process appended it: ownership lost)."""
 
 
+_APPEND_SQL = (
+    "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
+    " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])"
+)
+_APPEND_NOTIFY_SQL = (
+    f"WITH ins AS ({_APPEND_SQL}) SELECT count(pg_notify($5, n)) FROM unnest($6::text[]) AS n"
+)
+
+
 @dataclass
 class _Pending:
     match_id: str
@@ -245,28 +254,17 @@ class Store:
         # with nothing to announce takes no part in PostgreSQL's serialization of notifying
         # commits (module docstring).
         notices = [f"{p.match_id}:{p.seq}" for p in batch if p.notify]
+        columns = (
+            [p.match_id for p in batch],
+            [p.log_no for p in batch],
+            [p.seq for p in batch],
+            [p.record for p in batch],
+        )
         async with self._pool().acquire() as conn:
             if notices:
-                await conn.execute(
-                    "WITH ins AS (INSERT INTO engine.match_log (match_id, log_no, seq, record)"
-                    " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[]))"
-                    " SELECT count(pg_notify($5, n)) FROM unnest($6::text[]) AS n",
-                    [p.match_id for p in batch],
-                    [p.log_no for p in batch],
-                    [p.seq for p in batch],
-                    [p.record for p in batch],
-                    NOTIFY_CHANNEL,
-                    notices,
-                )
+                await conn.execute(_APPEND_NOTIFY_SQL, *columns, NOTIFY_CHANNEL, notices)
             else:
-                await conn.execute(
-                    "INSERT INTO engine.match_log (match_id, log_no, seq, record)"
-                    " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])",
-                    [p.match_id for p in batch],
-                    [p.log_no for p in batch],
-                    [p.seq for p in batch],
-                    [p.record for p in batch],
-                )
+                await conn.execute(_APPEND_SQL, *columns)
         LOG_COMMIT_SECONDS.observe(time.perf_counter() - started)
         for p in batch:
             if not p.future.done():

@@ -141,6 +141,26 @@ def action_for(view: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+async def act_until_acked(ws: Any, view: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Send the first legal action of the newest view on `ws` until one is acknowledged (the
+    CPU may move first): (the ack, the view it was made against)."""
+    for n in range(40):
+        action = action_for(view)
+        if action is None:
+            view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
+            continue
+        ref = f"r{n}"
+        frame = {"type": "action", "ref": ref, "seq": view["seq"], "action": action}
+        await ws.send(json.dumps(frame))
+        reply = await next_frame(ws, ("ack", "error"))
+        assert reply["ref"] == ref, reply
+        if reply["type"] == "ack":
+            return reply, view
+        assert reply["error"] == "stale_seq", reply
+        view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
+    raise AssertionError("no action was acknowledged")
+
+
 async def test_socket_on_one_gateway_hears_actions_made_through_another(
     platform_db: str, internal_secret: bytes, tmp_path: Path, feed_redis_url: str
 ) -> None:
@@ -212,34 +232,16 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
             serve(gw_a) as port,
         ):
             async with table_socket(port, match_id, headers) as (ws, hello, view):
-                acked = []
-                for n in range(40):  # the CPU may move first: act on the newest view
-                    action = action_for(view)
-                    if action is None:
-                        view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
-                        continue
-                    ref = f"r{n}"
-                    await ws.send(
-                        json.dumps(
-                            {"type": "action", "ref": ref, "seq": view["seq"], "action": action}
-                        )
-                    )
-                    reply = await next_frame(ws, ("ack", "error"))
-                    assert reply["ref"] == ref, reply
-                    if reply["type"] == "error":
-                        assert reply["error"] == "stale_seq", reply
-                        view = (await next_frame(ws, VIEWS, view["seq"] + 1))["view"]
-                        continue
+                for _ in range(3):
+                    reply, acted_on = await act_until_acked(ws, view)
                     update = reply["update"]
-                    assert update["seq"] >= reply["seq"] > view["seq"]
-                    assert update["events"] and update["events"][0]["seq"] > view["seq"]
+                    assert update["seq"] >= reply["seq"] > acted_on["seq"]
+                    assert update["events"] and update["events"][0]["seq"] > acted_on["seq"]
                     assert update["view"]["seat"] == hello["seat"]
                     assert update["view"]["seq"] == update["seq"]
-                    acked.append(reply["seq"])
                     view = update["view"]
-                    if len(acked) == 3 or view["state"]["status"] != "playing":
+                    if view["state"]["status"] != "playing":
                         break
-                assert acked, "no action was acknowledged"
 
 
 async def test_an_action_on_one_gateway_reaches_the_seats_socket_on_another(
@@ -261,22 +263,8 @@ async def test_an_action_on_one_gateway_reaches_the_seats_socket_on_another(
             table_socket(port_a, match_id, headers) as (ws_a, _, view_a),
             table_socket(port_b, match_id, headers) as (ws_b, _, view),
         ):
-            acked = None
-            for n in range(40):  # the CPU may move first: act on the newest view
-                action = action_for(view)
-                if action is None:
-                    view = (await next_frame(ws_b, VIEWS, view["seq"] + 1))["view"]
-                    continue
-                ref = f"r{n}"
-                frame = {"type": "action", "ref": ref, "seq": view["seq"], "action": action}
-                await ws_b.send(json.dumps(frame))
-                reply = await next_frame(ws_b, ("ack", "error"))
-                if reply["type"] == "ack":
-                    acked = reply["seq"]
-                    break
-                assert reply["error"] == "stale_seq", reply
-                view = (await next_frame(ws_b, VIEWS, view["seq"] + 1))["view"]
-            assert acked is not None, "no action was acknowledged"
+            reply, _ = await act_until_acked(ws_b, view)
+            acked = reply["seq"]
             update = await next_frame(ws_a, "update", acked)
             assert update["seq"] >= acked > view_a["seq"]
 

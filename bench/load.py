@@ -57,7 +57,13 @@ from services.common.loop_health import probe_loop_lag, resident_bytes
 
 P99_LIMIT_MS = 100.0
 WARMUP_S = 5.0
-MAX_WARMUP_S = 60.0
+MAX_SETUP_S = 60.0  # bound on the last table's first match, after its staggered start
+# Tables start spread over about one match (an apuesta 1v1 here lasts ~42 actions), so that
+# their first matches also end spread out, as in a steady state. Started within 4 s of each
+# other, 1,000 tables ended their first matches within ~10 s of each other ~45 s later: a wave
+# of settlements and new tables (lobby calls, sockets, deals) at ~3x the steady rate, which
+# a 60 s window contained (p50 118 ms, p99 595 ms in its 5 s) and a 30 s window did not.
+STAGGER_ACTIONS = 40
 SETTLE_S = 3.0  # from the last table's first match to the window (> 2 * SCRAPE_MARGIN_S)
 SCRAPE_MARGIN_S = 1.0  # the services' /metrics are read this long before and after the window
 HTTP_CONNECTIONS = 32  # per gateway
@@ -91,25 +97,27 @@ async def run_size(
     ]
     try:
         start = time.monotonic()
+        stagger_s = STAGGER_ACTIONS / rate
+        max_warmup_s = stagger_s + MAX_SETUP_S
         # The measured window opens once every table has its first match running (WARMUP_S
-        # at the least, MAX_WARMUP_S at the most), SETTLE_S later: hundreds of tables starting
+        # at the least, `max_warmup_s` at the most), SETTLE_S later: hundreds of tables starting
         # at once (private tables, joins, sockets, first deals) are a burst no steady state
         # sees, and a window opened during it measured that burst (every action over 30 ms
         # of a 30 s window at 300 tables was in the window's first 1.3 s). Until then the
         # window lies beyond the bound, so nothing is measured.
-        stats.measure_from = start + MAX_WARMUP_S
+        stats.measure_from = start + max_warmup_s
         stats.measure_to = stats.measure_from + duration_s
         schedule = Schedule(stats.measure_to, stats.measure_to + drain_s)
-        horizon_s = MAX_WARMUP_S + duration_s + drain_s + 10
+        horizon_s = max_warmup_s + duration_s + drain_s + 10
         window_set = asyncio.Event()
 
         async def open_window() -> None:
-            for _ in range(int(MAX_WARMUP_S * 10)):  # bounded: MAX_WARMUP_S
+            for _ in range(int(max_warmup_s * 10)):  # bounded: max_warmup_s
                 if stats.matches_started >= tables:
                     break
                 await asyncio.sleep(0.1)
             now = time.monotonic()
-            begin = min(start + MAX_WARMUP_S, max(start + WARMUP_S, now + SETTLE_S))
+            begin = min(start + max_warmup_s, max(start + WARMUP_S, now + SETTLE_S))
             stats.measure_from = begin
             stats.measure_to = schedule.stop_at = begin + duration_s
             schedule.deadline = schedule.stop_at + drain_s
@@ -183,9 +191,10 @@ async def run_size(
 
         collector_off = asyncio.create_task(no_collector_in_window())
 
-        # Stagger the starts over the warm-up so the tables do not all act in the same instant.
+        # Stagger the starts over about one match (STAGGER_ACTIONS): the tables neither act
+        # in the same instant nor end their matches in the same few seconds.
         async def staggered(d: TableDriver) -> None:
-            await asyncio.sleep(WARMUP_S * 0.8 * d.index / max(1, tables))
+            await asyncio.sleep(stagger_s * d.index / max(1, tables))
             await d.run(schedule)
 
         await asyncio.gather(*(staggered(d) for d in drivers))

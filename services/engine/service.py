@@ -149,10 +149,12 @@ class MatchActor:
         self.changed = asyncio.Event()
 
     def reader(self, gateway: str | None) -> None:
-        """Note a gateway process that reads this match (announce its entries from now on)."""
-        if gateway is None or self.gateways is None or gateway in self.gateways:
+        """Note a reader of this match's feeds: a gateway process by its name, or None for a
+        reader that does not name one (an older gateway, a tool), which may rely on NOTIFY
+        as well: from then on every entry of the match is announced."""
+        if self.gateways is None or gateway in self.gateways:
             return
-        if len(self.gateways) >= MAX_GATEWAYS_PER_MATCH:
+        if gateway is None or len(self.gateways) >= MAX_GATEWAYS_PER_MATCH:
             self.gateways = None
         else:
             self.gateways.add(gateway)
@@ -473,7 +475,8 @@ class Engine:
             rec = m.check_submit(body.seat, body.seq, body.action, body.player_id)
             if rec["k"] == "claim":
                 m.check_claim_time(body.seat, self.clock.now_ms())
-            actor.reader(body.gateway)
+            if body.gateway is not None:
+                actor.reader(body.gateway)
             # The action and the steps it causes reach every socket through this answer when
             # the caller is the match's only gateway and reads for all its sockets.
             actor.unannounced = bool(reads) and actor.sole_reader(body.gateway)

@@ -174,8 +174,9 @@ async def test_engine_leaves_unannounced_only_the_actions_of_the_only_reading_ga
 ) -> None:
     """An action whose gateway is the only one that has read the match, asking for the feeds
     of all its sockets, makes entries without NOTIFY (its answer brings them); once another
-    gateway has read the match, or after the match was restored by another process, every
-    entry is announced again (contract: `SubmitAction.gateway`)."""
+    gateway has read the match, or a reader that names no gateway, or after the match was
+    restored by another process, every entry is announced again (contract:
+    `SubmitAction.gateway`)."""
     h = auth(internal_secret)
     mid = "nt-quiet"
     listener, heard = await _listen(engine_db)
@@ -239,6 +240,17 @@ async def test_engine_leaves_unannounced_only_the_actions_of_the_only_reading_ga
             loud = await act(c, None)
             assert quiet not in await heard_until(loud)
             await read(c, "gw-b")  # a second gateway reads the match: announce everything
+            assert await heard_until(await act(c, "gw-a"))
+            # A reader that does not name its gateway (an older one, a tool) may listen too.
+            mid = "nt-quiet2"
+            created = await c.post(
+                "/internal/matches", json=spec(mid, "apuesta", {"mode": "1v1"}, 2), headers=h
+            )
+            await heard_until(created.json()["seq"])
+            await read(c, "gw-a")
+            quiet = await act(c, "gw-a")
+            assert quiet not in await heard_until(await act(c, None))
+            assert (await c.get(f"/internal/matches/{mid}/seats/0/feed", headers=h)).is_success
             assert await heard_until(await act(c, "gw-a"))
     finally:
         await listener.close()

@@ -50,6 +50,7 @@ EVICT_AFTER_MS = 60_000
 SETTLE_BACKOFF_MIN_MS = 200
 SETTLE_BACKOFF_MAX_MS = 10_000
 MAX_GATEWAYS_PER_MATCH = 16  # beyond: every entry of the match is announced
+OUTBOX_RETRY_MS = 1_000  # a fairness record the log refused or missed is offered again
 
 _PURPOSE_CODES = {"deal": "d", "cuban_draw": "draw", "pares_o_nones": "pares"}
 
@@ -120,7 +121,7 @@ class MatchActor:
                         raise exc
                     await self._steps()
                 if self.inbox.empty():
-                    await clock.wait(self.wake, self.match.next_timer_ms())
+                    await clock.wait(self.wake, self._wake_at())
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -133,6 +134,15 @@ class MatchActor:
             asyncio.get_running_loop().call_soon(
                 self.engine.recover_later, self.match.spec.match_id
             )
+
+    def _wake_at(self) -> int | None:
+        """The match's next engine step, or sooner the next try of fairness records the
+        transparency log has not taken yet (nothing else may wake an abandoned match)."""
+        at = self.match.next_timer_ms()
+        if self.match.outbox:
+            retry = self.engine.clock.now_ms() + OUTBOX_RETRY_MS
+            at = retry if at is None else min(at, retry)
+        return at
 
     # ------------------------------------------------------------------ writing
 
@@ -192,6 +202,8 @@ class MatchActor:
                 continue
             break
         if m.over and not self.closed:
+            if m.outbox:
+                return  # settled and closed only once every fairness record is logged
             paid = m.spec.tier != "free"
             if paid and not m.settled:
                 if self.settle_task is None:

@@ -157,6 +157,12 @@ class Subscription:
         # The first chat line announced since the socket last took this (0: none).
         self.chat_from = 0
 
+    def chat_announced(self, chat_id: int) -> None:
+        """Wake the chat pump; its next read starts no later than line `chat_id`."""
+        if self.chat_from == 0 or chat_id < self.chat_from:
+            self.chat_from = chat_id
+        self.chat.set()
+
     def wake(self) -> None:
         """Wake the socket's event pump to fetch whatever is there (a retry, a reconnect)."""
         self.forced = True
@@ -439,6 +445,10 @@ class MatchFeed:
     def subscriptions(self) -> int:
         return self._count
 
+    def match_subscriptions(self, match_id: str) -> int:
+        """The sockets of this process subscribed to `match_id`."""
+        return len(self._topics.get(match_id, ()))
+
     def subscribe(self, match_id: str) -> Subscription | None:
         """A new subscription, or None when the process holds `max_subscriptions` already."""
         if self._count >= self.max_subscriptions:
@@ -490,11 +500,8 @@ class MatchFeed:
         parsed = _split(payload)
         if parsed is None:
             return
-        chat_id = parsed[1]
         for sub in self._topics.get(parsed[0], ()):
-            if sub.chat_from == 0 or chat_id < sub.chat_from:
-                sub.chat_from = chat_id
-            sub.chat.set()
+            sub.chat_announced(parsed[1])
 
     def deliver_batch(self, message: str) -> None:
         """One relay message: a stamp line (ms), then `e match:seq`, `c match:id` or `*`."""

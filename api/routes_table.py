@@ -181,9 +181,6 @@ class FeedBatcher:
         # the match, and its actions may go unannounced while it is the only one (see
         # `SubmitAction.gateway`).
         self.gateway_id = gateway_id
-        # Sockets between their subscription and `join`, by match: an action sent meanwhile
-        # would not carry their reads, so it must be announced.
-        self.joining: dict[str, int] = {}
         self._open: dict[str, list[tuple[int, int, asyncio.Future[SeatFeed]]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         # The table sockets this process serves, by match: an action sent through one of them
@@ -192,16 +189,6 @@ class FeedBatcher:
         # Actions in flight per match: a socket woken meanwhile waits for the action's answer,
         # which carries its feed, instead of reading the same entries a second time.
         self._acting: dict[str, asyncio.Event] = {}
-
-    def joining_started(self, match_id: str) -> None:
-        self.joining[match_id] = self.joining.get(match_id, 0) + 1
-
-    def joining_ended(self, match_id: str) -> None:
-        left = self.joining.get(match_id, 1) - 1
-        if left > 0:
-            self.joining[match_id] = left
-        else:
-            self.joining.pop(match_id, None)
 
     def join(self, table: _Table) -> None:
         self.tables.setdefault(table.match_id, []).append(table)
@@ -585,9 +572,12 @@ class _Table:
         if self not in tables:
             tables = [self, *tables[: MAX_FEED_READS - 1]]
         reads = [FeedRead(seat=t.seat, after=t.seq) for t in tables]
-        # Named only when the answer reaches every socket this process serves at the match:
-        # the engine may then leave the entries unannounced (no NOTIFY).
-        every_socket = self.match_id not in self.reads.joining and all(t in tables for t in served)
+        # Named only when the answer reaches every socket this process has subscribed to the
+        # match (one still between its subscription and `join` is not among `served`): the
+        # engine may then leave the entries unannounced (no NOTIFY).
+        every_socket = len(served) <= MAX_FEED_READS and self.feed.match_subscriptions(
+            self.match_id
+        ) == len(served)
         # The sockets sent their feed from the answer; every other one reads for itself at
         # the end (a failed or cancelled call, an unexpected answer): the action may have
         # been applied and, with every socket's feed asked for, left unannounced.
@@ -672,9 +662,10 @@ class _Table:
             except (SQLAlchemyError, OSError) as exc:
                 log.info("table_chat_retry", error=type(exc).__name__)
                 await asyncio.sleep(RETRY_S)
-                if first and (self.sub.chat_from == 0 or first < self.sub.chat_from):
-                    self.sub.chat_from = first
-                self.sub.chat.set()
+                if first:
+                    self.sub.chat_announced(first)
+                else:
+                    self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
         try:
@@ -794,9 +785,8 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
             socket, backends, socket.app.state.db, feed, sub, match_id, seat, user, reads
         )
         # Until `join`, actions through this process are announced (they cannot carry this
-        # socket's read); its first read registers this process with the engine as a reader.
-        reads.joining_started(match_id)
-        joining = True
+        # socket's read: see `_Table.act`); its first read registers this process with the
+        # engine as a reader.
         try:
             await table.send({"type": "hello", "seat": seat, "seq": state.seq})
             table.seq = after if after is not None and after < state.seq else state.seq
@@ -810,8 +800,6 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 table.seq = first.snapshot.seq
                 await table.send({"type": "snapshot", "seq": table.seq, "view": first.snapshot})
             reads.join(table)
-            reads.joining_ended(match_id)
-            joining = False
             tasks = [
                 asyncio.create_task(table.pump_events()),
                 asyncio.create_task(table.pump_chat()),
@@ -828,8 +816,6 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 if failure is not None and not isinstance(failure, WebSocketDisconnect):
                     log.info("table_socket_closed", error=type(failure).__name__)
         finally:
-            if joining:
-                reads.joining_ended(match_id)
             reads.leave(table)
             feed.unsubscribe(sub)
             counts[user] = counts.get(user, 1) - 1

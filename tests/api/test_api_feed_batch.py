@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from api.feed import Subscription
+from api.feed import MatchFeed
 from api.routes_table import FeedBatcher, WsAction, _Table
 from services.common.http import RemoteError, ServiceUnavailable
 from services.common.metrics import REQUESTS
@@ -97,10 +97,12 @@ def _two_sockets(exc: Exception | None) -> tuple[_Table, _Table, _Engine]:
     engine = _Engine(exc)
     backends: Any = SimpleNamespace(engine=engine)
     reads = FeedBatcher(backends, "gw-test")
+    feed = MatchFeed("postgresql://unused/unused")  # the registry only: never started
     tables = []
     for seat in (0, 1):
-        sub = Subscription("m1")
-        table = _Table(_Socket(), backends, None, None, sub, "m1", seat, f"p{seat}", reads)  # type: ignore[arg-type]
+        sub = feed.subscribe("m1")
+        assert sub is not None
+        table = _Table(_Socket(), backends, None, feed, sub, "m1", seat, f"p{seat}", reads)  # type: ignore[arg-type]
         reads.join(table)
         tables.append(table)
     return tables[0], tables[1], engine
@@ -137,3 +139,23 @@ async def test_an_action_cancelled_mid_call_wakes_the_match_s_other_sockets() ->
     with pytest.raises(asyncio.CancelledError):
         await task
     assert other.sub.forced and other.sub.events.is_set()
+
+
+async def test_an_action_names_the_gateway_only_when_it_reads_for_every_socket() -> None:
+    """The engine may leave an action unannounced only when the gateway names itself, which it
+    does only when the action carries a read for every socket it has subscribed to the match:
+    not while a socket is between its subscription and its first feed (`join`)."""
+    acting, _, engine = _two_sockets(RemoteError(409, "stale_seq", "old seq"))
+    sent: list[Any] = []
+    refuse = engine.post
+
+    async def post(*args: Any, **kwargs: Any) -> Any:
+        sent.append(args[1])
+        return await refuse(*args, **kwargs)
+
+    engine.post = post  # type: ignore[method-assign]
+    await acting.act(ACTION)
+    assert sent[-1].gateway == "gw-test" and len(sent[-1].reads) == 2
+    assert acting.feed.subscribe("m1") is not None  # a third socket, not joined yet
+    await acting.act(ACTION)
+    assert sent[-1].gateway is None

@@ -131,13 +131,14 @@ class GroupCommit:
             task.add_done_callback(self._tasks.discard)
 
     async def _run(self, ops: list[_Op]) -> None:
+        slot = _Slot(self)
         try:
             self.calls += 1
             self.operations += len(ops)
             if len(ops) == 1:
-                await self._alone(ops[0])
+                await self._alone(ops[0], slot)
             else:
-                await self._together(ops)
+                await self._together(ops, slot)
         except BaseException:
             # cancelled (shutdown) or a bug: no caller may wait forever on its answer
             for op in ops:
@@ -145,18 +146,23 @@ class GroupCommit:
                     op.future.cancel()
             raise
         finally:
-            self._in_flight -= 1
-            self._start_calls()
+            slot.free()
 
-    async def _alone(self, op: _Op) -> None:
+    def _slot_freed(self) -> None:
+        self._in_flight -= 1
+        self._start_calls()
+
+    async def _alone(self, op: _Op, slot: _Slot | None = None) -> None:
+        outcome: str | Exception
         try:
-            raw = await self.ledger.call_raw(op.operation, *op.args)
+            outcome = await self.ledger.call_raw(op.operation, *op.args)
         except Exception as exc:  # the caller gets it; a cancellation is `_run`'s
-            _fail(op, exc)
-        else:
-            _succeed(op, raw)
+            outcome = exc
+        if slot is not None:
+            slot.free()  # as in `_together`: the next call goes out first
+        _answer(op, outcome)
 
-    async def _together(self, ops: list[_Op]) -> None:
+    async def _together(self, ops: list[_Op], slot: _Slot) -> None:
         token = _OPERATION_CALL.set(True)
         try:
             async with self.ledger.pool.acquire() as conn:
@@ -171,27 +177,49 @@ class GroupCommit:
         if len(answers) != len(ops):
             await asyncio.gather(*(self._alone(op) for op in ops))
             return
+        outcomes: list[str | Exception] = []
         retry: list[_Op] = []
         for op, answer in zip(ops, answers, strict=True):
             if not answer.startswith("!"):
-                _succeed(op, answer)
+                outcomes.append(answer)
                 continue
             error = _decode_error(answer[1:])
             if error.sqlstate in _RETRY_SQLSTATES:
                 retry.append(op)
-            else:
-                _fail(
-                    op, map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
-                )
+            outcomes.append(
+                map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
+            )
         if retry:
+            # rare (a deadlock, a key raced by a concurrent request): alone, within this slot
             await asyncio.gather(*(self._alone(op) for op in retry))
+        # The database is done with this call: the next one goes out before the callers are
+        # answered (answering them is the event loop's work, and the database would idle).
+        slot.free()
+        for op, outcome in zip(ops, outcomes, strict=True):
+            _answer(op, outcome)
 
 
-def _succeed(op: _Op, raw: str) -> None:
-    if not op.future.done():
-        op.future.set_result(raw)
+class _Slot:
+    """A call slot, freed once: as soon as the database has answered (so that the next call
+    starts before this one's callers are answered), or when the call ends however it ends."""
+
+    __slots__ = ("_group", "_held")
+
+    def __init__(self, group: GroupCommit) -> None:
+        self._group = group
+        self._held = True
+
+    def free(self) -> None:
+        if self._held:
+            self._held = False
+            self._group._slot_freed()
 
 
-def _fail(op: _Op, exc: Exception) -> None:
-    if not op.future.done():
-        op.future.set_exception(exc)
+def _answer(op: _Op, outcome: str | Exception) -> None:
+    """Resolve the caller's future (unless it went away) with the result or the refusal."""
+    if op.future.done():
+        return
+    if isinstance(outcome, Exception):
+        op.future.set_exception(outcome)
+    else:
+        op.future.set_result(outcome)

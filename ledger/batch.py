@@ -65,7 +65,12 @@ class _Op:
         self.future = future
 
     def json_args(self) -> str:
-        return _encode([a.hex() if isinstance(a, bytes) else a for a in self.args]).decode()
+        return batch_args(self.args)
+
+
+def batch_args(args: tuple[Any, ...]) -> str:
+    """An operation's arguments as `ledger.post_batch` takes them: a JSON array (hex bytes)."""
+    return _encode([a.hex() if isinstance(a, bytes) else a for a in args]).decode()
 
 
 class GroupCommit:

@@ -403,12 +403,10 @@ BEGIN
   SELECT count(*) FILTER (WHERE o = 'settle'), count(*) FILTER (WHERE o = 'hold')
     INTO v_settles, v_holds
   FROM unnest(p_ops) o;
-  -- Two or more settlements, or holds: those that can be posted as they stand go together,
-  -- one statement for each kind, which locks its accounts in ascending id (0008).
   IF v_settles >= 2 AND v_settles = v_n OR v_holds >= 2 AND v_holds = v_n THEN
-    -- A batch of one kind: if its statement takes every operation, that statement's locks
-    -- are the batch's, in the one global order. If it leaves any (one that may lock more
-    -- accounts one at a time, after these), it is undone, and the batch runs as any other.
+    -- A batch of settlements only, or of holds only: one statement posts them all, locking
+    -- their accounts in ascending id. Only if it takes every one of them: otherwise it is
+    -- undone and they all run one at a time, in batch order, exactly as before (0005).
     BEGIN
       IF v_settles = v_n THEN
         v_settled := ledger._settle_many(p_ops, p_args);
@@ -422,11 +420,14 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       v_settled := NULL;
       v_held := NULL;
+      v_settles := 0;
+      v_holds := 0;
     END;
   END IF;
-  -- Every account of every operation, locked first in ascending id (0005); then each
-  -- statement, then the rest one at a time. If a statement fails, it leaves nothing, and its
-  -- operations run one at a time.
+  -- Every account of every operation, locked first in ascending id (0005). Then the
+  -- settlements that can be posted as they stand, by one statement, and the holds likewise
+  -- (each undone, and its operations left to run one at a time, if it fails); then the
+  -- rest, one at a time, in batch order.
   PERFORM ledger._lock_batch(p_ops, p_args);
   IF v_settles >= 2 THEN
     BEGIN

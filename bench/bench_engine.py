@@ -64,9 +64,11 @@ class _TimedStore(Store):
         super().__init__(url, **kwargs)
         self.waits_ms: list[float] = []
 
-    async def append(self, match_id: str, log_no: int, seq: int, record: bytes) -> None:
+    async def append(
+        self, match_id: str, log_no: int, seq: int, record: bytes, notify: bool = True
+    ) -> None:
         t0 = time.perf_counter()
-        await super().append(match_id, log_no, seq, record)
+        await super().append(match_id, log_no, seq, record, notify=notify)
         self.waits_ms.append((time.perf_counter() - t0) * 1000)
 
 

@@ -109,8 +109,8 @@ def _dominoes_hands(seconds: float, seed: int = 7) -> tuple[int, int, float]:
 
 def _compare(rs: R.RuleSet, seconds: float, rounds: int = 8) -> tuple[tuple[int, int, float], ...]:
     """Mesa and `dominoes` on the same job, in alternating slices: (hands, plays, s) each."""
-    ours = [0, 0, 0.0]
-    theirs = [0, 0, 0.0]
+    ours: list[float] = [0, 0, 0.0]
+    theirs: list[float] = [0, 0, 0.0]
     runs = [
         lambda i: _mesa_hands(rs, seconds / rounds, seed=i, later=True),
         lambda i: _dominoes_hands(seconds / rounds, seed=i),
@@ -121,7 +121,10 @@ def _compare(rs: R.RuleSet, seconds: float, rounds: int = 8) -> tuple[tuple[int,
             total = ours if which == 0 else theirs
             for k, v in enumerate(runs[which](i)):
                 total[k] += v
-    return (ours[0], ours[1], ours[2]), (theirs[0], theirs[1], theirs[2])
+    return (
+        (int(ours[0]), int(ours[1]), ours[2]),
+        (int(theirs[0]), int(theirs[1]), theirs[2]),
+    )
 
 
 def _row(hands: int, plays: int, elapsed: float) -> dict[str, float]:

@@ -61,6 +61,8 @@ CREATE FUNCTION ledger._settle_many(p_ops text[], p_args text[]) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := now();
+  v_slots int[];
+  v_results text[];
   v_out text[];
 BEGIN
   WITH x AS MATERIALIZED (
@@ -83,13 +85,13 @@ BEGIN
   ), c AS MATERIALIZED (
     -- the first settlement of its key and of its match in the batch, a new key, an open pot
     SELECT f.*, pt.account_id AS pot, sh.id AS shard
-    FROM (SELECT f.*, row_number() OVER (PARTITION BY f.key ORDER BY f.slot) AS kn,
-                 row_number() OVER (PARTITION BY f.match ORDER BY f.slot) AS mn
-          FROM f) f
+    FROM f
     JOIN ledger.pots pt ON pt.match_id = f.match AND pt.status = 'open'
     JOIN ledger.accounts sh ON sh.code = 'house:commission:' ||
       lpad((get_byte(sha256(convert_to(f.match, 'UTF8')), 0) % __SHARDS__)::text, 2, '0')
-    WHERE f.kn = 1 AND f.mn = 1 AND f.rate BETWEEN 0 AND 10000
+    WHERE f.rate BETWEEN 0 AND 10000
+      AND NOT EXISTS (SELECT FROM f AS e WHERE e.slot < f.slot
+                                         AND (e.key = f.key OR e.match = f.match))
       AND NOT EXISTS (SELECT FROM ledger.entries e WHERE e.idempotency_key = f.key)
   ), w AS MATERIALIZED (
     -- the winners, each with its stake (seat order: the odd cent goes to the lower seat)
@@ -138,13 +140,9 @@ BEGIN
     ) ws
     WHERE pb.closed_at IS NULL AND pb.balance > 0
       AND sh.closed_at IS NULL AND sh.currency = pb.currency AND ws.wallets_fine
-  ), drawn AS MATERIALIZED (
-    SELECT nextval('ledger.entries_id_seq') AS entry FROM g
   ), ids AS MATERIALIZED (
-    -- entry ids in batch order
-    SELECT s.slot, d.entry
-    FROM (SELECT slot, row_number() OVER (ORDER BY slot) AS k FROM g) s
-    JOIN (SELECT entry, row_number() OVER (ORDER BY entry) AS k FROM drawn) d USING (k)
+    -- entry ids in batch order (PostgreSQL evaluates a volatile output after the sort)
+    SELECT g.slot, nextval('ledger.entries_id_seq') AS entry FROM g ORDER BY g.slot
   ), legs AS MATERIALIZED (
     -- the pot, then the commission and each winner's payout unless zero, numbered in order
     SELECT v.slot, v.account, v.amount,
@@ -208,9 +206,11 @@ BEGIN
       FROM docs
      WHERE pt.match_id = docs.match
   )
-  SELECT ARRAY(SELECT docs.result::text FROM generate_series(1, cardinality(p_ops)) AS s(slot)
-               LEFT JOIN docs USING (slot) ORDER BY s.slot)
-    INTO v_out;
+  SELECT array_agg(docs.slot), array_agg(docs.result::text) INTO v_slots, v_results FROM docs;
+  v_out := array_fill(NULL::text, ARRAY[cardinality(p_ops)]);
+  FOR i IN 1 .. coalesce(cardinality(v_slots), 0) LOOP
+    v_out[v_slots[i]] := v_results[i];
+  END LOOP;
   RETURN v_out;
 END $$
 """

@@ -220,6 +220,8 @@ CREATE FUNCTION ledger._hold_many(p_ops text[], p_args text[]) RETURNS text[]
 LANGUAGE plpgsql AS $$
 DECLARE
   v_now timestamptz := now();
+  v_slots int[];
+  v_results text[];
   v_out text[];
 BEGIN
   WITH x AS MATERIALIZED (
@@ -246,11 +248,11 @@ BEGIN
     -- the first hold of its key and of its reservation in the batch, a new key, a new
     -- reservation, the player's wallet in the hold's currency
     SELECT f.*, wa.id AS wallet
-    FROM (SELECT f.*, row_number() OVER (PARTITION BY f.key ORDER BY f.slot) AS kn,
-                 row_number() OVER (PARTITION BY f.reservation ORDER BY f.slot) AS rn
-          FROM f) f
+    FROM f
     JOIN ledger.accounts wa ON wa.code = 'wallet:' || f.player AND wa.currency = f.currency
-    WHERE f.kn = 1 AND f.rn = 1 AND f.amount > 0
+    WHERE f.amount > 0
+      AND NOT EXISTS (SELECT FROM f AS e WHERE e.slot < f.slot
+                                         AND (e.key = f.key OR e.reservation = f.reservation))
       AND NOT EXISTS (SELECT FROM ledger.entries e WHERE e.idempotency_key = f.key)
       AND NOT EXISTS (SELECT FROM ledger.accounts h WHERE h.code = 'hold:' || f.reservation)
   ), l AS MATERIALIZED (
@@ -266,13 +268,9 @@ BEGIN
     FROM (SELECT c.*, sum(c.amount) OVER (PARTITION BY c.wallet) AS total FROM c) c
     JOIN l ON l.id = c.wallet
     WHERE l.closed_at IS NULL AND c.total <= l.balance
-  ), drawn AS MATERIALIZED (
-    SELECT nextval('ledger.entries_id_seq') AS entry FROM g
   ), ids AS MATERIALIZED (
-    -- entry ids in batch order
-    SELECT s.slot, d.entry
-    FROM (SELECT slot, row_number() OVER (ORDER BY slot) AS k FROM g) s
-    JOIN (SELECT entry, row_number() OVER (ORDER BY entry) AS k FROM drawn) d USING (k)
+    -- entry ids in batch order (PostgreSQL evaluates a volatile output after the sort)
+    SELECT g.slot, nextval('ledger.entries_id_seq') AS entry FROM g ORDER BY g.slot
   ), seq AS MATERIALIZED (
     -- each wallet's postings follow one another in batch order
     SELECT g.*, ids.entry, g.balance - sum(g.amount) OVER acc AS wallet_after,
@@ -323,9 +321,11 @@ BEGIN
     SELECT docs.entry, 2, held.id, docs.amount, docs.currency, docs.amount, 1
     FROM docs JOIN held ON held.reservation_id = docs.reservation
   )
-  SELECT ARRAY(SELECT docs.result::text FROM generate_series(1, cardinality(p_ops)) AS s(slot)
-               LEFT JOIN docs USING (slot) ORDER BY s.slot)
-    INTO v_out;
+  SELECT array_agg(docs.slot), array_agg(docs.result::text) INTO v_slots, v_results FROM docs;
+  v_out := array_fill(NULL::text, ARRAY[cardinality(p_ops)]);
+  FOR i IN 1 .. coalesce(cardinality(v_slots), 0) LOOP
+    v_out[v_slots[i]] := v_results[i];
+  END LOOP;
   RETURN v_out;
 END $$
 """

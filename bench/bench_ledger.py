@@ -36,7 +36,9 @@ SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
 CONCURRENCY = (8, 32)
 PLAYERS = 64
-MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "60000"))
+# Enough started matches for every settlement cell: the service's runs with their warm-ups and
+# the pgbench ceilings (the batched one at 32 clients alone settles ~20,000 in 3 s).
+MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "110000"))
 # httpx costs more CPU per request than the service itself on a small machine, so the same
 # load is also driven by a minimal keep-alive HTTP/1.1 client to show the service's capacity.
 CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw").split(","))
@@ -50,25 +52,34 @@ HOLD_SQL = (
 )
 
 
+def _every_one_posted(batch_call: str) -> str:
+    """A `post_batch` call that fails (division by zero) unless every operation posted: a
+    refusal comes back as an answer, and refusals are no ceiling (nor are exhausted matches)."""
+    return (
+        "SELECT 1 / (count(*) FILTER (WHERE r LIKE '!%') = 0)::int FROM unnest(("
+        + batch_call
+        + ")) r;\n"
+    )
+
+
 def hold_batch_sql(size: int) -> str:
     """`size` holds in one `ledger.post_batch` call: what the service's group commit sends."""
-    return (
-        "\\set p random(0, 63)\n"
+    return "\\set p random(0, 63)\n" + _every_one_posted(
         "SELECT ledger.post_batch(array_fill('hold'::text, ARRAY[" + str(size) + "]), "
         "array_agg(json_build_array(k, '00', 'bp' || ((:p + n) % 64), k, 1, 'USD', 'bench')::text "
         "ORDER BY n)) FROM (SELECT gen_random_uuid()::text AS k, n "
-        "FROM generate_series(1, " + str(size) + ") n) s;\n"
+        "FROM generate_series(1, " + str(size) + ") n) s"
     )
 
 
 def settle_batch_sql(size: int) -> str:
-    return (
+    return _every_one_posted(
         "SELECT ledger.post_batch(array_fill('settle'::text, ARRAY[" + str(size) + "]), "
         "array_agg(json_build_array('settle-' || m, '00', 'bm-' || m, "
         "json_build_array('bp' || (m % 64)), json_build_array(1), 1000)::text ORDER BY m)) "
         "FROM (SELECT nextval('bench.next_match') AS m FROM generate_series(1, "
         + str(size)
-        + ")) s;\n"
+        + ")) s"
     )
 
 
@@ -227,6 +238,7 @@ async def _http_run(
                         counter[0] += 1
                         m = counter[0]
                         if m > MATCHES:
+                            errors.append("out of started matches: raise BENCH_LEDGER_MATCHES")
                             return
                         path = "/v1/matches/settle"
                         body = {

@@ -10,8 +10,9 @@ round trip and commit included (docs/ledger.md, "Settlements and holds together"
 settlement 0.57 -> 0.34 ms in batches of 8 and 0.45 -> 0.25 ms in batches of 16, a hold
 0.23 -> 0.15 ms in batches of 16.
 
-Nothing changes for a caller: the same entries, postings, balances, result documents and
-refusals as the one-at-a-time path, which the test suite checks operation by operation:
+For a caller nothing changes but the order of operations within a batch that mixes kinds
+(below): the same entries, postings, balances, result documents and refusals as the
+one-at-a-time path, which the test suite checks operation by operation:
 
 * **Only what is certain goes together.** An operation joins its statement only if its
   arguments are well formed, its key is new (and the first of its key, and of its match or
@@ -21,20 +22,21 @@ refusals as the one-at-a-time path, which the test suite checks operation by ope
   that can pay for every hold of the batch on it. Everything else (a replay, a reused key, a
   refusal of any kind) runs afterwards one at a time exactly as before, which gives its exact
   result or refusal.
-* **Order.** The operations of one batch were all in flight at once, so any order among them
-  is one the callers could have seen. Those taken together are posted first, in batch order
-  (entry ids, and each account's versions and balances after, follow it), then the rest one
-  by one in batch order.
+* **A batch of one kind** (settlements only, or holds only) is locked by its statement, in
+  ascending id, and goes through it only whole: if the statement leaves any operation, it is
+  undone and every operation runs one at a time in batch order, exactly as before. Such a
+  batch therefore gives what its operations give one at a time, in batch order.
+* **Any other batch** locks every account of every operation first, in ascending id
+  (`ledger._lock_batch`, the statement of 0005), then runs the statements, then the rest one
+  at a time in batch order. The operations of one batch were all in flight at once, so any
+  order among them is one their callers could have seen; this one puts the statements'
+  operations first (entry ids, and each account's versions and balances after, follow it).
+  Either way a batch never locks an account after a higher one, and batches cannot deadlock.
 * **All or nothing.** Each statement runs in its own subtransaction: if it fails for any
   reason (a concurrent request with the same key, a malformed argument list), it leaves
   nothing and its operations run one at a time.
-* **Locks.** A batch of settlements only, or of holds only, is locked by its statement, in
-  ascending id. If that statement leaves any operation, it is undone and the batch runs as
-  any other: every account of every operation is locked first in ascending id
-  (`ledger._lock_batch`, the statement of 0005), then the statements, then the rest. So a
-  batch never locks an account after a higher one, and batches cannot deadlock.
 
-Revision ID: 0008_ledger_settle_many
+Revision ID: 0008_ledger_batch_statements
 Revises: 0007_ledger_chain_horizon
 Create Date: 2025-01-08
 """
@@ -47,7 +49,7 @@ from types import ModuleType
 
 from alembic import op
 
-revision = "0008_ledger_settle_many"
+revision = "0008_ledger_batch_statements"
 down_revision = "0007_ledger_chain_horizon"
 branch_labels = None
 depends_on = None

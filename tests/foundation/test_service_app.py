@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import httpx
 import msgspec
 from litestar import Request, get, post
@@ -12,7 +14,7 @@ from services.common.app import create_service_app
 from services.common.auth import header_value
 from services.common.errors import conflict
 from services.common.http import InternalClient, RemoteError
-from services.common.logging import current_request_id
+from services.common.logging import current_request_id, new_request_id
 from tests.conftest import make_settings
 
 
@@ -139,3 +141,21 @@ async def test_metrics_are_exposed_with_bounded_labels(database_url, internal_se
     assert response.status_code == 200
     assert 'route="/internal/seen"' in response.text
     assert "mesa_http_request_duration_seconds_bucket" in response.text
+
+
+def test_request_ids_are_random_distinct_and_not_shared_with_a_fork() -> None:
+    ids = [new_request_id() for _ in range(3 * 512 + 7)]  # across refills of the supply
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then exit without running the test session's code
+        os.write(write, "".join(new_request_id() for _ in range(4)).encode())
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    child = os.read(read, 4 * 32).decode()
+    os.close(read)
+    assert status == 0
+    mine = "".join(new_request_id() for _ in range(4))
+    assert child != mine  # the child did not inherit the parent's unused supply

@@ -182,7 +182,7 @@ class GroupCommit:
         if len(answers) != len(ops):
             await asyncio.gather(*(self._alone(op) for op in ops))
             return
-        outcomes: list[str | Exception] = []
+        outcomes: list[str | Exception | None] = []  # None: retried alone, answered there
         retry: list[_Op] = []
         for op, answer in zip(ops, answers, strict=True):
             if not answer.startswith("!"):
@@ -191,9 +191,11 @@ class GroupCommit:
             error = _decode_error(answer[1:])
             if error.sqlstate in _RETRY_SQLSTATES:
                 retry.append(op)
-            outcomes.append(
-                map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
-            )
+                outcomes.append(None)
+            else:
+                outcomes.append(
+                    map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
+                )
         if retry:
             # rare (a deadlock, a key raced by a concurrent request): alone, within this slot
             await asyncio.gather(*(self._alone(op) for op in retry))
@@ -201,7 +203,8 @@ class GroupCommit:
         # answered (answering them is the event loop's work, and the database would idle).
         slot.free()
         for op, outcome in zip(ops, outcomes, strict=True):
-            _answer(op, outcome)
+            if outcome is not None:
+                _answer(op, outcome)
 
 
 class _Slot:

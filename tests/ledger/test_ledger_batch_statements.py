@@ -333,48 +333,88 @@ async def test_a_failed_statement_leaves_the_operations_to_run_one_at_a_time(
     assert int((await ledger.account("wallet:bs3_a") or {})["balance"]) == 800 + 2 * 180
 
 
+class _FakeLedger:
+    """A ledger whose calls record when they go out and answer when their gate opens."""
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+        self.alone_gate = asyncio.Event()
+        self.batch_gate = asyncio.Event()
+        self.batch_gate.set()
+        ledger = self
+
+        class Conn:
+            async def fetchval(self, sql: str, ops: list[str], args: list[str]) -> list[str]:
+                ledger.events.append(f"batch of {len(ops)} sent")
+                await ledger.batch_gate.wait()
+                return ['{"n": 1}'] * len(ops)
+
+        class Acquire:
+            async def __aenter__(self) -> Conn:
+                return Conn()
+
+            async def __aexit__(self, *exc: object) -> None:
+                return None
+
+        class Pool:
+            def acquire(self) -> Acquire:
+                return Acquire()
+
+        self.pool = Pool()
+
+    async def call_raw(self, operation: str, *args: Any) -> str:
+        self.events.append("alone sent")
+        await self.alone_gate.wait()
+        return '{"n": 0}'
+
+
+def _caller(group: GroupCommit, events: list[str], i: int) -> asyncio.Task[None]:
+    async def call() -> None:
+        await group.call("hold", i)
+        events.append(f"caller {i} answered")
+
+    return asyncio.create_task(call())
+
+
 async def test_the_next_call_goes_out_before_the_last_callers_are_answered() -> None:
     """With one call in flight, the requests that waited go to the database as soon as it
     answers the call in flight, before that call's callers resume (answering them is event
     loop work during which the database would otherwise idle)."""
     events: list[str] = []
-    first_answer = asyncio.Event()
-
-    class Conn:
-        async def fetchval(self, sql: str, ops: list[str], args: list[str]) -> list[str]:
-            events.append(f"batch of {len(ops)} sent")
-            return ['{"n": 1}'] * len(ops)
-
-    class Acquire:
-        async def __aenter__(self) -> Conn:
-            return Conn()
-
-        async def __aexit__(self, *exc: object) -> None:
-            return None
-
-    class Pool:
-        def acquire(self) -> Acquire:
-            return Acquire()
-
-    class FakeLedger:
-        pool = Pool()
-
-        async def call_raw(self, operation: str, *args: Any) -> str:
-            events.append("alone sent")
-            await first_answer.wait()
-            return '{"n": 0}'
-
-    group = GroupCommit(FakeLedger(), max_in_flight=1)  # type: ignore[arg-type]
-
-    async def caller(i: int) -> None:
-        await group.call("hold", i)
-        events.append(f"caller {i} answered")
-
-    first = asyncio.create_task(caller(0))
+    fake = _FakeLedger(events)
+    group = GroupCommit(fake, max_in_flight=1)  # type: ignore[arg-type]
+    first = _caller(group, events, 0)
     await asyncio.sleep(0)  # the first call is in flight, alone
-    rest = [asyncio.create_task(caller(i)) for i in (1, 2, 3)]
+    rest = [_caller(group, events, i) for i in (1, 2, 3)]
     await asyncio.sleep(0)
-    first_answer.set()
+    fake.alone_gate.set()
     await asyncio.gather(first, *rest)
     assert events[:3] == ["alone sent", "batch of 3 sent", "caller 0 answered"]
     assert sorted(events[3:]) == ["caller 1 answered", "caller 2 answered", "caller 3 answered"]
+
+
+async def test_after_a_batch_the_next_call_goes_out_before_its_callers_are_answered() -> None:
+    """The same for a batch: the request that waited behind it goes out first."""
+    events: list[str] = []
+    fake = _FakeLedger(events)
+    fake.batch_gate.clear()
+    group = GroupCommit(fake, max_in_flight=1)  # type: ignore[arg-type]
+    first = _caller(group, events, 0)
+    await asyncio.sleep(0)  # the first call is in flight, alone
+    batched = [_caller(group, events, i) for i in (1, 2)]
+    await asyncio.sleep(0)
+    fake.alone_gate.set()
+    await first  # answered; the waiting two went out as one batch, held at the database
+    assert "batch of 2 sent" in events
+    last = _caller(group, events, 3)  # waits behind the batch
+    await asyncio.sleep(0)
+    mark = len(events)
+    fake.batch_gate.set()
+    await asyncio.gather(*batched, last)
+    after_batch = events[mark:]
+    assert after_batch[0] == "alone sent"  # caller 3's call, before callers 1 and 2 resume
+    assert sorted(after_batch[1:]) == [
+        "caller 1 answered",
+        "caller 2 answered",
+        "caller 3 answered",
+    ]

@@ -177,7 +177,7 @@ BEGIN
     FROM legs JOIN l ON l.id = legs.account
     WINDOW acc AS (PARTITION BY legs.account ORDER BY legs.slot, legs.leg)
   ), docs AS MATERIALIZED (
-    SELECT g.slot, ids.entry, g.key, g.hash, g.match, g.pot, g.shard, g.rate, g.split,
+    SELECT g.slot, ids.entry, g.key, g.hash, g.match, g.shard, g.rate, g.split,
            jsonb_build_object(
              'entry_id', ids.entry, 'kind', 'settle', 'idempotency_key', g.key,
              'match_id', g.match, 'reference', NULL,

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from bench.common import percentile, write_result
+from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
 from services.common.auth import header_value
 from services.common.config import Settings
 from services.common.embedded_pg import free_port
@@ -185,7 +185,7 @@ def main() -> dict[str, Any]:
     cmd = [
         sys.executable, "-m", "uvicorn", "bench.bench_http:server_app", "--factory",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-        "--no-access-log", "--loop", "uvloop", "--http", "httptools",
+        "--no-access-log", "--loop", "uvloop", "--http", SERVICE_HTTP_PROTOCOL,
     ]  # fmt: skip
     server = subprocess.Popen(cmd)
     runs: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ import asyncpg
 import httpx
 import msgspec
 
-from bench.common import percentile, write_result
+from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
 from ledger import chain
 from services.common.auth import header_value
 from services.common.config import Settings
@@ -354,7 +354,7 @@ def main() -> dict[str, Any]:
                 sys.executable, "-m", "uvicorn", "bench.bench_ledger:server_app", "--factory",
                 "--host", "127.0.0.1", "--port", str(port), "--workers", str(SERVER_WORKERS),
                 "--no-access-log", "--log-level", "warning", "--loop", "uvloop",
-                "--http", "httptools",
+                "--http", SERVICE_HTTP_PROTOCOL,
             ],
             env=env,
             cwd=str(Path(__file__).resolve().parents[1]),

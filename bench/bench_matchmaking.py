@@ -44,7 +44,7 @@ import psutil
 from litestar import Litestar, get, post
 from litestar.params import JSONBody
 
-from bench.common import percentile, write_result
+from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
 from services.common.config import load_settings
 from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
@@ -248,7 +248,7 @@ def _serve(app: str, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
         [
             sys.executable, "-m", "uvicorn", app, "--factory", "--host", "127.0.0.1",
             "--port", str(port), "--no-access-log", "--log-level", "warning",
-            "--loop", "uvloop", "--http", "httptools",
+            "--loop", "uvloop", "--http", SERVICE_HTTP_PROTOCOL,
         ],
         env=env,
         cwd=str(ROOT),

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# The services' own HTTP protocol (`mesa serve` runs it): benchmarks started with the uvicorn
+# command line pass it as `--http`, so they measure what is deployed.
+SERVICE_HTTP_PROTOCOL = "services.common.serve:HttpProtocol"
 
 
 def write_result(name: str, data: dict[str, Any]) -> Path:

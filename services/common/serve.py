@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import sys
 from typing import Any
 
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn._types import ASGI3Application, ASGISendEvent
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from services.common.config import SERVICES, ConfigError, Settings, load_settings
 from services.common.embedded_pg import port_is_free
@@ -28,14 +30,73 @@ PORT_VARIABLES = {
 }
 
 
-class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, minus a reference cycle left by every WebSocket upgrade.
+class _Capture:
+    """A transport's stand-in while uvicorn formats a message: keeps what it writes, and
+    whether it closed the connection; anything else goes to the real transport."""
 
-    After the upgrade the transport belongs to the WebSocket protocol and this object is
-    dropped, but it and its request parser still refer to each other (the parser holds its
-    bound callbacks), and through them the socket objects: garbage that only a full collector
-    pass can free. uvicorn breaks the cycle in `connection_lost`, which an upgraded connection
-    never reaches here; so it is broken right after the hand-over."""
+    __slots__ = ("closed", "data", "real")
+
+    def __init__(self, real: asyncio.Transport, data: list[bytes]) -> None:
+        self.real = real
+        self.data = data
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.data.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+class _OneWriteCycle(RequestResponseCycle):
+    """uvicorn's request cycle, writing a response's status line and headers together with
+    its body: one `send` system call (and one TCP segment for the client to wake up to) where
+    uvicorn makes two. The headers wait only for the next message of the same response, which
+    every route sends straight after them.
+
+    Measured on the ledger service (py-spy, settlements at 8 clients): the two writes were
+    15.5% and 5.3% of its samples."""
+
+    _held: list[bytes] | None = None
+
+    async def send(self, message: ASGISendEvent) -> None:
+        if self.flow.write_paused and not self.disconnected:
+            await self.flow.drain()  # first: uvicorn's own wait must not find the stand-in
+        real = self.transport
+        capture = _Capture(real, self._held if self._held is not None else [])
+        self.transport = capture  # type: ignore[assignment]
+        try:
+            await super().send(message)
+        finally:
+            self.transport = real
+        if message["type"] == "http.response.start" and not capture.closed:
+            self._held = capture.data
+            return
+        self._held = None
+        if capture.data:
+            real.write(b"".join(capture.data))
+        if capture.closed:
+            real.close()
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with two changes.
+
+    A response goes out in one write (`_OneWriteCycle`).
+
+    No reference cycle is left by a WebSocket upgrade. After the upgrade the transport belongs
+    to the WebSocket protocol and this object is dropped, but it and its request parser still
+    refer to each other (the parser holds its bound callbacks), and through them the socket
+    objects: garbage that only a full collector pass can free. uvicorn breaks the cycle in
+    `connection_lost`, which an upgraded connection never reaches here; so it is broken right
+    after the hand-over."""
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        cycle.__class__ = _OneWriteCycle  # before its task runs: same state, one more method
+        super()._start_asgi_task(cycle, app)
 
     def handle_websocket_upgrade(self) -> None:
         super().handle_websocket_upgrade()

@@ -19,9 +19,9 @@ import uvicorn
 import websockets
 from litestar import WebSocket
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_serving import serve
 
 from api.routes_table import _release
-from services.common.embedded_pg import free_port
 from services.common.http1 import Http1Pool
 from services.common.serve import HttpProtocol
 
@@ -76,29 +76,20 @@ def test_litestar_websocket_is_a_cycle_until_released() -> None:
         assert freed_ref() is None
 
 
-async def _serve(protocol: type[asyncio.Protocol] | str) -> tuple[uvicorn.Server, int, Any]:
-    async def app(scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "websocket":
-            await receive()
-            await send({"type": "websocket.accept"})
-            while (await receive())["type"] != "websocket.disconnect":
-                pass
-        elif scope["type"] == "http":
-            await receive()
-            await send({"type": "http.response.start", "status": 200, "headers": []})
-            await send({"type": "http.response.body", "body": b"ok"})
+async def _app(scope: Any, receive: Any, send: Any) -> None:
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+    elif scope["type"] == "http":
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
 
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, http=protocol, lifespan="off", log_config=None
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    for _ in range(500):
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    return server, port, task
+
+async def _serve(protocol: type[asyncio.Protocol] | str) -> tuple[uvicorn.Server, int, Any]:
+    return await serve(_app, protocol)
 
 
 async def _upgraded_protocols_left_in_cycles(protocol: type[asyncio.Protocol] | str) -> int:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn_serving import serve
 
-from services.common.embedded_pg import free_port
 from services.common.serve import HttpProtocol
 
 
@@ -57,17 +56,8 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 async def _exchange(protocol: type[HttpToolsProtocol], paths: list[str]) -> list[bytes]:
     """Serve `_app` with `protocol`, request each path on one keep-alive connection and return
     what the client read of each answer (to the end of the connection where it has no length)."""
-    port = free_port()
-    config = uvicorn.Config(
-        _app, host="127.0.0.1", port=port, http=protocol, lifespan="off", log_config=None
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
+    server, port, task = await serve(_app, protocol)
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            await asyncio.sleep(0.01)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         answers = []
         for path in paths:

@@ -298,59 +298,6 @@ async def test_posted_entries_cannot_be_changed(ledger: Ledger, url: str) -> Non
         await admin.close()
 
 
-async def test_postings_and_pots_refer_only_to_rows_that_exist(ledger: Ledger, url: str) -> None:
-    """Checked once a statement (migration 0009), as strictly as the foreign keys were: a row
-    that refers to nothing is refused, and with it the whole statement that wrote it; and the
-    rows referred to cannot be removed."""
-    for player in ("ops_ref1", "ops_ref2"):
-        await funded(ledger, player, 500)
-    await seated_match(ledger, "ops-ref-m", ["ops_ref1", "ops_ref2"], 100)
-    app = await asyncpg.connect(url, server_settings={"role": "mesa_app"})
-    admin = await superuser(url)
-    try:
-        entry = await admin.fetchval("SELECT max(id) FROM ledger.entries")
-        wallet = await admin.fetchval(
-            "SELECT id FROM ledger.accounts WHERE code = 'wallet:ops_ref1'"
-        )
-        postings_before = await admin.fetchval("SELECT count(*) FROM ledger.postings")
-        insert = (
-            "INSERT INTO ledger.postings (entry_id, leg, account_id, amount, currency, "
-            "balance_after, version_after) VALUES ($1, 90, $2, 1, 'USD', 1, 1000000), "
-            "($3, 91, $4, 1, 'USD', 1, 1000001)"
-        )
-        # one good row and one bad in each statement: the statement is refused whole
-        for bad_entry, bad_account in ((entry, -1), (-1, wallet)):
-            with pytest.raises(
-                asyncpg.exceptions.ForeignKeyViolationError, match="posting_refers_to_nothing"
-            ):
-                await app.execute(insert, entry, wallet, bad_entry, bad_account)
-        assert await admin.fetchval("SELECT count(*) FROM ledger.postings") == postings_before
-        for column in ("close_entry_id", "commission_account_id"):
-            with pytest.raises(
-                asyncpg.exceptions.ForeignKeyViolationError, match="pot_refers_to_nothing"
-            ):
-                await app.execute(
-                    f"UPDATE ledger.pots SET {column} = -1 WHERE match_id = 'ops-ref-m'"
-                )
-        assert await admin.fetchval(
-            "SELECT close_entry_id IS NULL AND commission_account_id IS NULL "
-            "FROM ledger.pots WHERE match_id = 'ops-ref-m'"
-        )
-        # the referenced side: not even a superuser removes an account or changes its id
-        for sql in (
-            "DELETE FROM ledger.accounts WHERE code = 'wallet:ops_ref1'",
-            "UPDATE ledger.accounts SET id = -id WHERE code = 'wallet:ops_ref1'",
-        ):
-            with pytest.raises(asyncpg.PostgresError, match="referenced"):
-                await admin.execute(sql)
-        with pytest.raises(asyncpg.PostgresError, match="referenced|append_only"):
-            await admin.execute("TRUNCATE ledger.accounts CASCADE")
-        assert await balance(ledger, "wallet:ops_ref1") == 400
-    finally:
-        await app.close()
-        await admin.close()
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,13 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 import websockets
 from litestar import Litestar
 
 from services.common.migrate import upgrade
 from tests.api.api_helpers import bearer, make_user
 from tests.api.platform_stack import COMPONENTS, platform, redis_server
+from tests.uvicorn_server import UvicornServer
 
 FRAME_TIMEOUT_S = 4.0  # well under the (disabled) safety net: only NOTIFY can deliver
 
@@ -68,23 +67,8 @@ async def two_gateways(
 
 @asynccontextmanager
 async def serve(app: Litestar) -> AsyncIterator[int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_config=None)
-    )
-    task = asyncio.create_task(server.serve())
-    try:
-        for _ in range(200):
-            if server.started:
-                break
-            await asyncio.sleep(0.02)
-        assert server.started
-        yield port
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with UvicornServer(app, lifespan="off", log_config=None) as served:
+        yield served.port
 
 
 VIEWS = ("snapshot", "update")  # the frames that carry the seat's view

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import msgspec
 import pytest
-import uvicorn
 from litestar import Request, get, post
 from litestar.params import FromPath, JSONBody, Parameter
 from litestar.response import Stream
@@ -24,6 +23,7 @@ from services.common.embedded_pg import free_port
 from services.common.errors import ServiceError, conflict
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from tests.conftest import make_settings
+from tests.uvicorn_server import UvicornServer
 
 
 class Echo(msgspec.Struct, forbid_unknown_fields=True):
@@ -83,34 +83,8 @@ async def big(n: int = Parameter(default=0, ge=0)) -> Echo:
     return Echo(amount_cents=n, note="y" * n)
 
 
-class Server:
-    def __init__(self, app: object, **config: object) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(
-            uvicorn.Config(
-                app,  # type: ignore[arg-type]
-                host="127.0.0.1",
-                port=self.port,
-                log_level="warning",
-                lifespan="on",
-                **config,  # type: ignore[arg-type]
-            )
-        )
-        self.task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Server:
-        self.task = asyncio.create_task(self.server.serve())
-        for _ in range(500):
-            if self.server.started:
-                return self
-            await asyncio.sleep(0.01)
-        raise RuntimeError("uvicorn did not start")
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        if self.task is not None:
-            await self.task
+def _server(app: object, **config: object) -> UvicornServer:
+    return UvicornServer(app, log_level="warning", lifespan="on", **config)
 
 
 @pytest.fixture
@@ -119,10 +93,10 @@ def settings(database_url, internal_secret):
 
 
 @contextlib.asynccontextmanager
-async def serving(settings, **config) -> AsyncIterator[Server]:
+async def serving(settings, **config) -> AsyncIterator[UvicornServer]:
     CLIENT_PORTS.clear()
     app = create_service_app("ledger", settings, [seen, echo, slow, chunked, big])
-    async with Server(app, **config) as server:
+    async with _server(app, **config) as server:
         yield server
 
 
@@ -399,8 +373,8 @@ def _replica_app(settings, name: str, owns: set[str]):
 async def test_replicas_route_each_match_to_its_owner_and_remember_it(settings):
     owns_a, owns_b = {"m-a1", "m-a2"}, {"m-b1"}
     async with (
-        Server(_replica_app(settings, "a", owns_a)) as a,
-        Server(_replica_app(settings, "b", owns_b)) as b,
+        _server(_replica_app(settings, "a", owns_a)) as a,
+        _server(_replica_app(settings, "b", owns_b)) as b,
     ):
         client = InternalClient(f"{a.url},{b.url}", settings, "gateway")
         try:
@@ -426,7 +400,7 @@ async def test_replicas_route_each_match_to_its_owner_and_remember_it(settings):
 
 async def test_replicas_skip_one_that_cannot_be_reached(settings):
     dead = f"http://127.0.0.1:{free_port()}"
-    async with Server(_replica_app(settings, "b", {"m-1", "m-2", "m-3"})) as b:
+    async with _server(_replica_app(settings, "b", {"m-1", "m-2", "m-3"})) as b:
         client = InternalClient(f"{dead},{b.url}", settings, "gateway")
         try:
             for match_id in ("m-1", "m-2", "m-3"):

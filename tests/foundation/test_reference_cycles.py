@@ -15,15 +15,14 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-import uvicorn
 import websockets
 from litestar import WebSocket
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn_serving import serve
 
 from api.routes_table import _release
 from services.common.http1 import Http1Pool
 from services.common.serve import HttpProtocol
+from tests.uvicorn_server import UvicornServer
 
 CONNECTIONS = 5
 
@@ -88,13 +87,13 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b"ok"})
 
 
-async def _serve(protocol: type[asyncio.Protocol] | str) -> tuple[uvicorn.Server, int, Any]:
-    return await serve(_app, protocol)
+def _serving(protocol: type[asyncio.Protocol] | str) -> UvicornServer:
+    return UvicornServer(_app, http=protocol, lifespan="off", log_config=None)
 
 
 async def _upgraded_protocols_left_in_cycles(protocol: type[asyncio.Protocol] | str) -> int:
-    server, port, task = await _serve(protocol)
-    try:
+    async with _serving(protocol) as served:
+        server, port = served.server, served.port
         with _collector_off():
             for _ in range(CONNECTIONS):
                 async with websockets.connect(f"ws://127.0.0.1:{port}/") as client:
@@ -110,9 +109,6 @@ async def _upgraded_protocols_left_in_cycles(protocol: type[asyncio.Protocol] | 
             left = sum(isinstance(o, HttpToolsProtocol) for o in gc.garbage)
             gc.garbage.clear()
             return left
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def test_uvicorn_upgrade_leaves_no_cycle_with_our_protocol() -> None:
@@ -121,8 +117,8 @@ async def test_uvicorn_upgrade_leaves_no_cycle_with_our_protocol() -> None:
 
 
 async def test_closed_pool_connection_is_not_a_cycle() -> None:
-    server, port, task = await _serve(HttpProtocol)
-    try:
+    async with _serving(HttpProtocol) as served:
+        port = served.port
         pool = Http1Pool("127.0.0.1", port, max_connections=1)
         request = f"GET / HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n\r\n".encode()
         assert (await pool.request(request, 5.0))[0] == 200
@@ -136,6 +132,3 @@ async def test_closed_pool_connection_is_not_a_cycle() -> None:
             for _ in range(3):  # the transport lets go of its protocol in a later callback
                 await asyncio.sleep(0)
             assert marker_ref() is None
-    finally:
-        server.should_exit = True
-        await task

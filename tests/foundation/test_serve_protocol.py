@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-from uvicorn_serving import serve
 
 from services.common.serve import HttpProtocol
+from tests.uvicorn_server import UvicornServer
 
 
 class _CountingTransport:
@@ -56,9 +56,8 @@ async def _app(scope: Any, receive: Any, send: Any) -> None:
 async def _exchange(protocol: type[HttpToolsProtocol], paths: list[str]) -> list[bytes]:
     """Serve `_app` with `protocol`, request each path on one keep-alive connection and return
     what the client read of each answer (to the end of the connection where it has no length)."""
-    server, port, task = await serve(_app, protocol)
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async with UvicornServer(_app, http=protocol, lifespan="off", log_config=None) as served:
+        reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
         answers = []
         for path in paths:
             writer.write(f"GET {path} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
@@ -74,9 +73,6 @@ async def _exchange(protocol: type[HttpToolsProtocol], paths: list[str]) -> list
                 answers.append(head + await asyncio.wait_for(reader.read(), 10))
         writer.close()
         return answers
-    finally:
-        server.should_exit = True
-        await task
 
 
 async def test_a_response_is_one_write_where_uvicorn_makes_two() -> None:

@@ -1,0 +1,42 @@
+"""uvicorn serving an app on a free loopback port, for tests that need real sockets."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import uvicorn
+
+from services.common.embedded_pg import free_port
+
+START_POLLS = 500  # of 10 ms: uvicorn offers a flag, not an event, for "listening"
+STOP_TIMEOUT_S = 10.0
+
+
+class UvicornServer:
+    """`async with UvicornServer(app, **config) as served:` serves `app` at `served.url`
+    (`config`: uvicorn's own settings, e.g. `http=`, `lifespan=`); leaving stops it."""
+
+    def __init__(self, app: Any, **config: Any) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> UvicornServer:
+        self.task = asyncio.create_task(self.server.serve())
+        for _ in range(START_POLLS):
+            if self.server.started:
+                return self
+            if self.task.done():
+                break
+            await asyncio.sleep(0.01)
+        await self.__aexit__()
+        raise RuntimeError("uvicorn did not start")
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        if self.task is not None:
+            await asyncio.wait_for(self.task, STOP_TIMEOUT_S)

@@ -19,7 +19,8 @@ import asyncpg
 import pytest
 
 from services.common.config import Settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port
+from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
+from services.common.serve import PORT_VARIABLES
 
 
 class PgCluster:
@@ -101,3 +102,9 @@ def make_settings(database_url: str, internal_secret: bytes, **overrides: object
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]
+
+
+def platform_port_env() -> dict[str, str]:
+    """Distinct free ports for a whole platform (`mesa up`): PostgreSQL and each service."""
+    names = ["MESA_PG_PORT", *PORT_VARIABLES.values()]
+    return {name: str(port) for name, port in zip(names, free_ports(len(names)), strict=True)}

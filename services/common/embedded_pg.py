@@ -96,10 +96,7 @@ def port_is_free(host: str, port: int) -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:

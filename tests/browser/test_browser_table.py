@@ -21,7 +21,7 @@ import pytest
 
 from services.common.config import load_settings
 from services.common.demo import DEMO_PASSWORD, DEMO_PLAYERS, create_demo_players
-from services.common.embedded_pg import free_ports
+from tests.conftest import platform_port_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
@@ -47,14 +47,9 @@ START = 10_000
 def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     var_dir = tmp_path_factory.mktemp("var")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
-    ports = free_ports(5)
+    env.update(platform_port_env())
     env.update(
         MESA_VAR_DIR=str(var_dir),
-        MESA_PG_PORT=str(ports[0]),
-        MESA_GATEWAY_PORT=str(ports[1]),
-        MESA_LEDGER_PORT=str(ports[2]),
-        MESA_ENGINE_PORT=str(ports[3]),
-        MESA_MATCHMAKING_PORT=str(ports[4]),
         MESA_LOG_LEVEL="warning",
     )
     log = open(var_dir / "up.log", "w")

@@ -14,7 +14,7 @@ import httpx
 import psutil
 import pytest
 
-from services.common.embedded_pg import free_ports
+from tests.conftest import platform_port_env
 
 pytestmark = pytest.mark.e2e
 
@@ -23,14 +23,9 @@ READY_TIMEOUT_S = 120
 
 def _env(var_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
-    ports = free_ports(5)
+    env.update(platform_port_env())
     env.update(
         MESA_VAR_DIR=str(var_dir),
-        MESA_PG_PORT=str(ports[0]),
-        MESA_GATEWAY_PORT=str(ports[1]),
-        MESA_LEDGER_PORT=str(ports[2]),
-        MESA_ENGINE_PORT=str(ports[3]),
-        MESA_MATCHMAKING_PORT=str(ports[4]),
         **extra,
     )
     return env

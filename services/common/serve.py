@@ -63,6 +63,9 @@ class _OneWriteCycle(RequestResponseCycle):
     _held: list[bytes] | None = None
 
     async def send(self, message: ASGISendEvent) -> None:
+        if self._held is None and message["type"] != "http.response.start":
+            await super().send(message)  # the headers went out: later chunks as uvicorn writes
+            return
         if self.flow.write_paused and not self.disconnected:
             await self.flow.drain()  # first: uvicorn's own wait must not find the stand-in
         real = self.transport

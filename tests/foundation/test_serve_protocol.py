@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -75,6 +76,11 @@ async def _exchange(protocol: type[HttpToolsProtocol], paths: list[str]) -> list
         return answers
 
 
+def _dateless(answer: bytes) -> bytes:
+    """The answer without its date header (two exchanges may fall in different seconds)."""
+    return re.sub(rb"\r\ndate: [^\r]*", b"", answer)
+
+
 async def test_a_response_is_one_write_where_uvicorn_makes_two() -> None:
     writes: list[bytes] = []
     answers = await _exchange(_counting(HttpProtocol, writes), ["/a", "/b"])
@@ -85,7 +91,8 @@ async def test_a_response_is_one_write_where_uvicorn_makes_two() -> None:
     assert writes[0] == answers[0] and writes[1] == answers[1]
 
     plain: list[bytes] = []
-    assert await _exchange(_counting(HttpToolsProtocol, plain), ["/a"]) == answers[:1]
+    same = await _exchange(_counting(HttpToolsProtocol, plain), ["/a"])
+    assert [_dateless(a) for a in same] == [_dateless(a) for a in answers[:1]]
     assert len(plain) == 2  # uvicorn's own: the headers, then the body
 
 

@@ -379,16 +379,23 @@ def main() -> dict[str, Any]:
             "load_average_at_start": os.getloadavg()[0],
         }
         counter = [0]
+        chain_waits_s: list[float] = []
+
+        def chain_sealed() -> None:
+            chain_waits_s.append(asyncio.run(_wait_for_the_chain(url)))
+
         for kind in ("hold", "settle"):
             for clients in CONCURRENCY:
                 row: dict[str, Any] = {}
                 for client in CLIENTS:
+                    chain_sealed()
                     if kind == "settle":
                         counter[0] = asyncio.run(_next_match(url))
                     res = asyncio.run(_http_run(base, port, secret, kind, clients, counter, client))
                     if kind == "settle":
                         asyncio.run(_bump(url, counter[0]))
                     row[f"service_{client}"] = res
+                chain_sealed()
                 pgb = _pgbench(server, "bench", HOLD_SQL if kind == "hold" else SETTLE_SQL, clients)
                 row["pgbench"] = pgb
                 # The same SQL as the service sends: post_batch calls of its mean batch size,
@@ -397,6 +404,7 @@ def main() -> dict[str, Any]:
                     1, round(max(row[f"service_{cl}"]["operations_per_commit"] for cl in CLIENTS))
                 )
                 script = hold_batch_sql(size) if kind == "hold" else settle_batch_sql(size)
+                chain_sealed()
                 batched = _pgbench(server, "bench", script, max(1, -(-clients // size)))
                 batched["batch_size"] = size
                 batched["per_s"] = round(batched["per_s"] * size, 1)  # operations, not calls
@@ -424,6 +432,7 @@ def main() -> dict[str, Any]:
             )
             for kind in ("hold", "settle")
         }
+        results["chain_waits_seconds"] = [round(w, 2) for w in chain_waits_s]
         results["targets"] = TARGETS
         results["meets"] = {
             "holds_per_s": best["hold"] >= TARGETS["holds_per_s"],
@@ -453,6 +462,32 @@ def main() -> dict[str, Any]:
                 service.kill()
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# The service's sealer links every entry into the hash chain, also those the pgbench ceilings
+# write straight into the database (up to ~40,000 in a few seconds, a backlog no deployment
+# sees: only the service posts). Each run starts once the chain has caught up, so no run
+# measures the sealing of another run's entries.
+CHAIN_WAIT_MAX_S = 180.0
+
+
+async def _wait_for_the_chain(url: str) -> float:
+    """Wait until every entry posted so far is sealed; return the seconds waited."""
+    started = time.monotonic()
+    conn = await asyncpg.connect(url)
+    try:
+        target = await conn.fetchval("SELECT coalesce(max(id), 0) FROM ledger.entries")
+        while await conn.fetchval(
+            "SELECT EXISTS (SELECT FROM ledger.entries WHERE id <= $1 AND id > "
+            "(SELECT coalesce(max(last_entry_id), 0) FROM ledger.chain_seals))",
+            target,
+        ):
+            if time.monotonic() - started > CHAIN_WAIT_MAX_S:
+                raise RuntimeError("the ledger service's sealer did not catch up")
+            await asyncio.sleep(0.1)  # the sealer is another process: nothing to await
+    finally:
+        await conn.close()
+    return time.monotonic() - started
 
 
 async def _bump(url: str, value: int) -> None:

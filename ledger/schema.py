@@ -110,15 +110,6 @@ reversals = sa.Table(
     ),
 )
 
-chain_links = sa.Table(
-    "chain_links",
-    metadata,
-    sa.Column("entry_id", sa.BigInteger, sa.ForeignKey("ledger.entries.id"), primary_key=True),
-    sa.Column("entry_hash", BYTEA, nullable=False),
-    sa.Column("chain_hash", BYTEA, nullable=False),
-    sa.Column("seal_id", sa.BigInteger, nullable=False),
-)
-
 chain_seals = sa.Table(
     "chain_seals",
     metadata,
@@ -130,4 +121,7 @@ chain_seals = sa.Table(
     sa.Column(
         "sealed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
     ),
+    # the sealed entries' ids and their 32-byte hashes, in id order (migration 0009)
+    sa.Column("entry_ids", sa.ARRAY(sa.BigInteger), nullable=False),
+    sa.Column("entry_hashes", BYTEA, nullable=False),
 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+import msgspec
 import pytest
 from ledger_helpers import funded, key, seated_match, superuser
 
@@ -89,6 +90,48 @@ async def test_tampered_amount_breaks_the_chain_at_that_entry(
         assert await cli.run(["reconcile"], url) == 1
         out = capsys.readouterr().out
         assert f"entry {target}" in out and "DISCREPANCY" in out
+        # put the row back: the tests after this one share these books
+        await admin.execute("ALTER TABLE ledger.postings DISABLE TRIGGER postings_append_only")
+        await admin.execute(
+            "UPDATE ledger.postings SET amount = amount - 1, balance_after = balance_after - 1 "
+            "WHERE entry_id = $1 AND leg = 3",
+            target,
+        )
+        await admin.execute("ALTER TABLE ledger.postings ENABLE TRIGGER postings_append_only")
+        assert (await chain.verify(admin)).ok
+    finally:
+        await admin.close()
+
+
+async def test_the_sealer_writes_small_seals_paced_and_larger_ones_for_a_backlog(
+    ledger: Ledger, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each seal is one statement: paced, at most CHUNK entries; past PACE_BACKLOG_MAX, at most
+    BACKLOG_CHUNK. The seals follow one another and the chain verifies either way."""
+    admin = await superuser(url)
+
+    async def new_seal_sizes(entries: int) -> list[int]:
+        for _ in range(entries):
+            await funded(ledger, "cr_many", 1)
+        before = await admin.fetchval("SELECT coalesce(max(id), 0) FROM ledger.chain_seals")
+        assert await chain.seal(admin) == entries
+        return [
+            int(n)
+            for (n,) in await admin.fetch(
+                "SELECT entry_count FROM ledger.chain_seals WHERE id > $1 ORDER BY id", before
+            )
+        ]
+
+    try:
+        await chain.seal(admin)
+        monkeypatch.setattr(chain, "PACE_S", 0.0)
+        monkeypatch.setattr(chain, "CHUNK", 7)
+        assert await new_seal_sizes(20) == [7, 7, 6]
+        monkeypatch.setattr(chain, "PACE_BACKLOG_MAX", 5)
+        monkeypatch.setattr(chain, "BACKLOG_CHUNK", 9)
+        assert await new_seal_sizes(20) == [9, 9, 2]
+        report = await chain.verify(admin)
+        assert report.ok and report.unsealed == 0, report.problem
     finally:
         await admin.close()
 
@@ -136,8 +179,33 @@ async def test_sealer_canonical_form_is_the_documented_one(ledger: Ledger, url: 
                 )
             ]
             assert chain.row_canonical(row) == chain.canonical_entry(entry, postings)
+        # the hashes the sealer wrote, built by PostgreSQL, are those of the same bytes
+        await chain.seal(admin)
+        sealed: list[tuple[int, bytes]] = []
+        for ids, hashes in await admin.fetch(
+            "SELECT entry_ids, entry_hashes FROM ledger.chain_seals ORDER BY id"
+        ):
+            sealed += [(i, bytes(hashes[n * 32 : n * 32 + 32])) for n, i in enumerate(ids)]
+        assert sealed == [(row["id"], chain.row_hash(row)) for row in rows]
     finally:
         await admin.close()
+
+
+async def test_postgres_escapes_every_character_as_msgspec_does(url: str) -> None:
+    """The sealer's SQL writes strings with `to_json`; the canonical form is msgspec's. Every
+    code point PostgreSQL text can hold (all but NUL and the surrogates) must come out the same."""
+    admin = await superuser(url)
+    try:
+        rows = await admin.fetch(
+            "SELECT i, to_json(chr(i))::text AS j FROM generate_series(1, 1114111) AS i "
+            "WHERE i NOT BETWEEN 55296 AND 57343"
+        )
+    finally:
+        await admin.close()
+    assert len(rows) == 1114111 - 2048
+    encode = msgspec.json.encode
+    different = [i for i, text in rows if text.encode() != encode(chr(i))]
+    assert different == []
 
 
 async def test_the_horizon_waits_for_posters_and_never_holds_them(ledger: Ledger, url: str) -> None:

@@ -367,14 +367,32 @@ HOLDS_INTERVAL_S = 60.0
 RECONCILE_EVERY = 15  # counts
 
 
-async def count_open_holds(ledger: Ledger) -> int:
+# The count reads every account (holds stay as closed accounts), so it reads them in slices
+# of ids with a pause between: in one statement it took a core for 75 ms on a ledger of
+# 770,000 accounts, a stall of the posting path once a minute that grew with the ledger. The
+# slices are not one snapshot: a hold opened or closed during the count (a fraction of a
+# second) may be counted as it was or as it became; the figure is a gauge.
+HOLDS_SLICE_IDS = 20_000
+HOLDS_SLICE_PAUSE_S = 0.005
+
+
+async def count_open_holds(ledger: Ledger, slice_ids: int = HOLDS_SLICE_IDS) -> int:
+    holds = 0
     async with ledger.pool.acquire() as conn:
-        holds = int(
-            await conn.fetchval(
-                "SELECT count(*) FROM ledger.accounts "
-                "WHERE kind = 'hold' AND closed_at IS NULL AND balance > 0"
+        top = int(await conn.fetchval("SELECT coalesce(max(id), 0) FROM ledger.accounts"))
+        after = 0
+        while after < top:
+            holds += int(
+                await conn.fetchval(
+                    "SELECT count(*) FROM ledger.accounts WHERE id > $1 AND id <= $2 "
+                    "AND kind = 'hold' AND closed_at IS NULL AND balance > 0",
+                    after,
+                    after + slice_ids,
+                )
             )
-        )
+            after += slice_ids
+            if after < top:
+                await asyncio.sleep(HOLDS_SLICE_PAUSE_S)
     OUTSTANDING_HOLDS.set(holds)
     return holds
 

@@ -322,6 +322,7 @@ async def test_audit_sets_the_holds_and_reconciliation_gauges(
             "AND balance > 0"
         )
         assert await count_open_holds(ledger) == open_holds
+        assert await count_open_holds(ledger, slice_ids=3) == open_holds  # many slices
         assert await reconcile_today(ledger) == 0
         assert REGISTRY.get_sample_value("mesa_outstanding_holds") == open_holds
         assert REGISTRY.get_sample_value("mesa_reconciliation_discrepancies") == 0

@@ -40,8 +40,6 @@ MAX_BATCH = 32
 MAX_IN_FLIGHT = 4
 # Operations waiting for a call slot; beyond this, refuse (503) rather than queue without bound.
 MAX_PENDING = 4096
-# Background tasks (the chain sealer) waiting for the next call to go out, at most.
-MAX_CALL_WAITERS = 8
 
 # What `ledger.post_batch` runs: the table's money; cashier work is rare and goes alone.
 BATCHED = frozenset({"hold", "release", "start", "settle", "void"})
@@ -99,7 +97,6 @@ class GroupCommit:
         self._pending: list[_Op] = []
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
-        self._call_waiters: list[asyncio.Future[None]] = []
         self.calls = 0  # database calls, a batch or one operation alone
         self.operations = 0
         self.most_in_flight = 0
@@ -115,26 +112,6 @@ class GroupCommit:
         self._start_calls()
         # A caller that goes away cancels only its own future, never the shared call.
         return await future
-
-    async def call_started(self, timeout_s: float) -> None:
-        """Return as soon as the next database call has gone out, or after `timeout_s`.
-
-        For background work on the database (the chain sealer): started beside a call, it runs
-        while this process waits for that call, instead of beside the answering of the callers
-        and their next requests, the work every request waits for. Under no load it waits
-        `timeout_s`."""
-        if len(self._call_waiters) >= MAX_CALL_WAITERS:
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._call_waiters.append(future)
-        try:
-            async with asyncio.timeout(timeout_s):
-                await future
-        except TimeoutError:
-            pass
-        finally:
-            if future in self._call_waiters:
-                self._call_waiters.remove(future)
 
     async def close(self) -> None:
         """Wait for the calls in flight (new ones may still start from the queue)."""
@@ -157,11 +134,6 @@ class GroupCommit:
             task = asyncio.create_task(self._run(ops))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-            # the call's task runs first (it was scheduled first), then the waiters
-            for waiter in self._call_waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self._call_waiters.clear()
 
     async def _run(self, ops: list[_Op]) -> None:
         slot = _Slot(self)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,16 +146,8 @@ async def _horizon(conn: asyncpg.Connection) -> int:
     return int(await conn.fetchval("SELECT ledger.chain_horizon(true)"))
 
 
-async def seal(
-    conn: asyncpg.Connection,
-    max_entries: int = 50_000,
-    *,
-    turn: Callable[[], Awaitable[None]] | None = None,
-) -> int:
-    """Seal every final, unsealed entry into the chain; returns how many were sealed.
-
-    `turn`, if given, is awaited before each paced block: the ledger service's waits until
-    its next posting call has gone out (`GroupCommit.call_started`)."""
+async def seal(conn: asyncpg.Connection, max_entries: int = 50_000) -> int:
+    """Seal every final, unsealed entry into the chain; returns how many were sealed."""
     if conn.is_in_transaction():
         # the horizon's lock is a transaction lock: inside a transaction block it would hold
         # every new posting until that transaction ends
@@ -172,8 +163,6 @@ async def seal(
         chunk = CHUNK if paced else BACKLOG_CHUNK
         sealed = 0
         while sealed < max_entries:
-            if paced and turn is not None:
-                await turn()
             # one statement: read the block's entries, hash and chain them, write the seal
             # (each seal is atomic without a transaction block, which would keep PostgreSQL
             # from pruning the old versions of the rows every posting updates)

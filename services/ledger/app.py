@@ -336,22 +336,12 @@ async def chain_report(state: State) -> Response[Any]:
     return _json(reports.to_json(report.as_dict()))
 
 
-# Each block of the sealer starts beside a posting call (at most this long a wait, when
-# nothing is posted): see `GroupCommit.call_started`.
-SEAL_TURN_TIMEOUT_S = 0.005
-
-
 async def _sealer(app: Litestar) -> None:
-    group: GroupCommit = app.state.group_commit
-
-    async def turn() -> None:
-        await group.call_started(SEAL_TURN_TIMEOUT_S)
-
     while True:
         await asyncio.sleep(SEAL_INTERVAL_S)
         try:
             async with _ledger(app.state).pool.acquire() as conn:
-                await chain.seal(conn, turn=turn)
+                await chain.seal(conn)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # keep sealing on the next tick

@@ -170,36 +170,6 @@ async def test_limits_are_checked(ledger: Ledger) -> None:
     _refused(out[2], 503, "ledger_unavailable")  # the queue was full: refused, not queued
 
 
-async def test_background_work_waits_for_the_next_call_to_go_out(ledger: Ledger) -> None:
-    """`call_started` (the chain sealer's turn) returns once a posting call has gone out, or
-    after its timeout when nothing is posted; beyond MAX_CALL_WAITERS it returns at once."""
-    group = GroupCommit(ledger, max_in_flight=1)
-    await funded(ledger, "cs_a", 1000)
-    await group.call_started(0.001)  # nothing posted: the timeout ends the wait
-
-    waiter = asyncio.create_task(group.call_started(60))
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert not waiter.done()
-    posting = asyncio.create_task(
-        group.call("hold", *ledger.hold_args(key(), "cs_a", "cs-r1", 10, "USD", "t"))
-    )
-    await asyncio.wait_for(waiter, 10)  # not its own 60 s: the hold's call went out
-    assert group.calls == 1
-    await posting
-
-    waiters = [asyncio.create_task(group.call_started(60)) for _ in range(batch.MAX_CALL_WAITERS)]
-    for _ in range(3):
-        await asyncio.sleep(0)
-    extra = asyncio.create_task(group.call_started(60))
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert extra.done() and not any(w.done() for w in waiters)
-    await group.call("hold", *ledger.hold_args(key(), "cs_a", "cs-r2", 10, "USD", "t"))
-    await asyncio.wait_for(asyncio.gather(*waiters), 10)
-    assert group._call_waiters == []
-
-
 async def test_the_database_refuses_an_oversized_batch(ledger: Ledger) -> None:
     n = batch.MAX_BATCH + 1
     async with ledger.pool.acquire() as conn:

@@ -39,7 +39,7 @@ BATCH = 2000  # entries `verify` reads a statement
 # statement each (`ledger.seal_next`), with a pause after each. One second's worth of postings
 # used to be sealed in one burst (2,000-row reads, then 200 rows per statement, no pause):
 # quiet, 8 clients of holds, p99 6.9-7.3 ms with the sealer against 3.9-4.0 ms without it; in
-# small steps, 4.4-4.6 ms. The pauses bound a steady sealer to roughly 15,000 entries a second;
+# small steps, 4.4-4.6 ms. The pauses bound a steady sealer to under 25,000 entries a second;
 # a backlog beyond PACE_BACKLOG_MAX (a restart, a bulk load) is sealed without them, in larger
 # blocks.
 CHUNK = 50

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 
+import asyncpg
 import msgspec
 import pytest
 from ledger_helpers import funded, key, seated_match, superuser
@@ -74,13 +75,7 @@ async def test_tampered_amount_breaks_the_chain_at_that_entry(
         await funded(ledger, "cr_t", 1)  # one more entry after the target
         await chain.seal(admin)
         assert (await chain.verify(admin)).ok
-        await admin.execute("ALTER TABLE ledger.postings DISABLE TRIGGER postings_append_only")
-        await admin.execute(
-            "UPDATE ledger.postings SET amount = amount + 1, balance_after = balance_after + 1 "
-            "WHERE entry_id = $1 AND leg = 3",
-            target,
-        )
-        await admin.execute("ALTER TABLE ledger.postings ENABLE TRIGGER postings_append_only")
+        await _shift_leg_3(admin, target, 1)
         assert await cli.run(["verify-chain"], url) == 1
         out = capsys.readouterr().out
         assert f"BROKEN at entry {target}" in out
@@ -90,14 +85,75 @@ async def test_tampered_amount_breaks_the_chain_at_that_entry(
         assert await cli.run(["reconcile"], url) == 1
         out = capsys.readouterr().out
         assert f"entry {target}" in out and "DISCREPANCY" in out
-        # put the row back: the tests after this one share these books
-        await admin.execute("ALTER TABLE ledger.postings DISABLE TRIGGER postings_append_only")
-        await admin.execute(
-            "UPDATE ledger.postings SET amount = amount - 1, balance_after = balance_after - 1 "
-            "WHERE entry_id = $1 AND leg = 3",
-            target,
+        await _shift_leg_3(admin, target, -1)  # put it back: later tests share these books
+        assert (await chain.verify(admin)).ok
+    finally:
+        await admin.close()
+
+
+async def _shift_leg_3(admin: asyncpg.Connection, entry_id: int, cents: int) -> None:
+    await admin.execute("ALTER TABLE ledger.postings DISABLE TRIGGER postings_append_only")
+    await admin.execute(
+        "UPDATE ledger.postings SET amount = amount + $2, balance_after = balance_after + $2 "
+        "WHERE entry_id = $1 AND leg = 3",
+        entry_id,
+        cents,
+    )
+    await admin.execute("ALTER TABLE ledger.postings ENABLE TRIGGER postings_append_only")
+
+
+async def test_verify_names_a_deleted_entry_an_inserted_one_and_an_altered_seal(
+    ledger: Ledger, url: str
+) -> None:
+    """Each change is made by a superuser inside a transaction that is then rolled back, so
+    the books stay as they were for the tests after this one."""
+    admin = await superuser(url)
+    try:
+        await funded(ledger, "cr_v", 10)
+        gap = await admin.fetchval("SELECT nextval('ledger.entries_id_seq')")  # never posted
+        await funded(ledger, "cr_v", 20)
+        await chain.seal(admin)
+        report = await chain.verify(admin)
+        assert report.ok and report.unsealed == 0, report.problem
+        victim = await admin.fetchval("SELECT max(id) FROM ledger.entries WHERE id < $1", gap)
+        last_seal, last_entry = await admin.fetchrow(
+            "SELECT id, last_entry_id FROM ledger.chain_seals ORDER BY id DESC LIMIT 1"
         )
-        await admin.execute("ALTER TABLE ledger.postings ENABLE TRIGGER postings_append_only")
+        cases = [
+            (
+                "postings",
+                "DELETE FROM ledger.postings WHERE entry_id = $1",
+                victim,
+                f"entry {victim} is in the chain but missing",
+            ),
+            (
+                "entries",
+                "INSERT INTO ledger.entries SELECT (jsonb_populate_record(e, jsonb_build_object("
+                "'id', $1::bigint, 'idempotency_key', 'forged'))).* "
+                "FROM ledger.entries e WHERE e.id = (SELECT max(id) FROM ledger.entries)",
+                gap,
+                f"entry {gap} is not in the chain (inserted after sealing?)",
+            ),
+            (
+                "chain_seals",
+                "UPDATE ledger.chain_seals SET chain_hash = sha256(chain_hash) WHERE id = $1",
+                last_seal,
+                f"seal {last_seal} does not match the chain at entry {last_entry}",
+            ),
+        ]
+        for table, change, arg, problem in cases:
+            undo = admin.transaction()
+            await undo.start()
+            try:
+                await admin.execute(f"ALTER TABLE ledger.{table} DISABLE TRIGGER USER")
+                await admin.execute(change, arg)
+                if table == "postings":  # then the entry itself
+                    await admin.execute("ALTER TABLE ledger.entries DISABLE TRIGGER USER")
+                    await admin.execute("DELETE FROM ledger.entries WHERE id = $1", victim)
+                report = await chain.verify(admin)
+                assert not report.ok and report.problem == problem
+            finally:
+                await undo.rollback()
         assert (await chain.verify(admin)).ok
     finally:
         await admin.close()

@@ -478,8 +478,8 @@ async def _wait_for_the_chain(url: str) -> float:
     try:
         target = await conn.fetchval("SELECT coalesce(max(id), 0) FROM ledger.entries")
         while await conn.fetchval(
-            "SELECT EXISTS (SELECT FROM ledger.entries WHERE id <= $1 AND id > "
-            "(SELECT coalesce(max(last_entry_id), 0) FROM ledger.chain_seals))",
+            "SELECT EXISTS (SELECT FROM ledger.entries WHERE id > $1 AND id <= $2)",
+            await chain.sealed_to(conn),
             target,
         ):
             if time.monotonic() - started > CHAIN_WAIT_MAX_S:

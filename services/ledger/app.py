@@ -358,8 +358,8 @@ RECONCILE_EVERY = 15  # counts
 
 
 # The count reads every account (holds stay as closed accounts), so it reads them in slices
-# of ids with a pause between: in one statement it took a core for 75 ms on a ledger of
-# 770,000 accounts, a stall of the posting path once a minute that grew with the ledger. The
+# of ids with a pause between: in one statement it took 75 ms on a ledger of 774,081
+# accounts, a burst beside the posting path once a minute that grows with the ledger. The
 # slices are not one snapshot: a hold opened or closed during the count (a fraction of a
 # second) may be counted as it was or as it became; the figure is a gauge.
 HOLDS_SLICE_IDS = 20_000

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import re
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -23,8 +23,6 @@ from litestar.exceptions import (
 )
 from litestar.types import (
     ASGIApp,
-    HTTPResponseBodyEvent,
-    HTTPResponseStartEvent,
     Message,
     Receive,
     Scope,
@@ -37,6 +35,13 @@ from structlog.contextvars import bind_contextvars, reset_contextvars
 from services.common.auth import AUTH_HEADER, AuthError, VerifiedTokens
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
+from services.common.direct import (
+    MAX_REQUEST_BODY_BYTES,
+    ErrorBody,
+    JsonPost,
+    error_json,
+    send_json,
+)
 from services.common.errors import ServiceError
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
@@ -44,19 +49,11 @@ from services.common.metrics import REQUEST_SECONDS, REQUESTS, render
 
 log = get_logger()
 
-# Bodies larger than this are refused before they are parsed (413).
-MAX_REQUEST_BODY_BYTES = 256 * 1024
-
 
 class Health(msgspec.Struct, frozen=True):
     service: str
     version: str
     database: str
-
-
-class ErrorBody(msgspec.Struct, frozen=True):
-    error: str
-    detail: str
 
 
 def error_response(status: int, code: str, detail: str) -> Response[Any]:
@@ -115,41 +112,91 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
+_MAX_METERS = 512
 _VERIFIED = VerifiedTokens()
 
 
-def service_middleware(
-    service: str, settings: Settings, public: bool
-) -> Callable[[ASGIApp], ASGIApp]:
+class RequestGuard:
+    """What the service does around every request, whichever way it is answered (the ASGI
+    middleware below, or `DirectDispatch` in the services' HTTP protocol): the request id, the
+    service credential (internal services), and the request's metrics and log line."""
+
+    __slots__ = ("auth_key", "meters", "public", "request_id_key", "secret", "service")
+
+    def __init__(self, service: str, settings: Settings, public: bool) -> None:
+        self.service = service
+        self.public = public
+        self.secret = settings.internal_secret
+        self.request_id_key = REQUEST_ID_HEADER.lower().encode()
+        self.auth_key = AUTH_HEADER.lower().encode()
+        # The metrics' children by (method, route, status class): `labels()` costs a lock and
+        # a key of its own each time. Bounded: methods and status classes are few, routes are
+        # templates; beyond the bound, `labels()` as before.
+        self.meters: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
+    def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None]:
+        """(request id: the caller's if well formed, else a new one; the credential header)."""
+        raw = None
+        auth = None
+        for key, value in headers:
+            if key == self.request_id_key:
+                raw = value.decode("latin-1")
+            elif key == self.auth_key:
+                auth = value.decode("latin-1")
+        return clean_request_id(raw), auth
+
+    def caller(self, path: str, auth: str | None) -> str | None:
+        """The calling service, or None where no credential is asked for; AuthError when the
+        credential is refused."""
+        if self.public or path in _UNGUARDED_PATHS:
+            return None
+        return _VERIFIED.caller(self.secret, auth)
+
+    def answered(self, method: str, path: str, status: int, started: float) -> None:
+        """Logged before the response leaves, so a client that has its answer can rely on the
+        line being written (duration: until the response starts)."""
+        log.debug(
+            "request",
+            method=method,
+            path=path,
+            status=status,
+            duration_ms=round((time.perf_counter() - started) * 1000, 2),
+        )
+
+    def finished(self, method: str, route: str, status: int, elapsed_s: float) -> None:
+        key = (method, route, status // 100)
+        meters = self.meters.get(key)
+        if meters is None:
+            meters = (
+                REQUESTS.labels(self.service, method, route, f"{status // 100}xx"),
+                REQUEST_SECONDS.labels(self.service, route),
+            )
+            if len(self.meters) < _MAX_METERS:
+                self.meters[key] = meters
+        meters[0].inc()
+        meters[1].observe(elapsed_s)
+
+
+def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     """Request ids, logging, metrics, and (internal services) the service credential check.
 
     The credential is checked here on the raw headers rather than as a Litestar guard: a guard
     costs a copy of the route handler and a parsed header map per request, a few per cent of
     an engine's CPU at thousands of internal calls a second. A call without a valid credential
     is refused with 401 before its handler runs or its body is read."""
-    header_key = REQUEST_ID_HEADER.lower().encode()
-    auth_key = AUTH_HEADER.lower().encode()
-    secret = settings.internal_secret
 
     def middleware_for(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] not in ("http", "websocket"):
                 await app(scope, receive, send)
                 return
-            raw = None
-            auth = None
-            for key, value in scope.get("headers", []):
-                if key == header_key:
-                    raw = value.decode("latin-1")
-                elif key == auth_key:
-                    auth = value.decode("latin-1")
-            request_id = clean_request_id(raw)
+            request_id, auth = guard.identify(scope.get("headers", []))
             tokens = bind_contextvars(request_id=request_id)
             state = scope.setdefault("state", {})
             state["request_id"] = request_id
             started = time.perf_counter()
             status_holder = [0]
-            method = scope.get("method", "WS")
+            method = str(scope.get("method", "WS"))
 
             async def send_with_id(message: Message) -> None:
                 if message["type"] == "http.response.start":
@@ -157,30 +204,22 @@ def service_middleware(
                     headers = list(message.get("headers", []))
                     headers.append((b"x-request-id", request_id.encode()))
                     message = {**message, "headers": headers}  # type: ignore[assignment]
-                    # Logged before the response leaves, so a client that has its answer can
-                    # rely on the line being written (duration: until the response starts).
-                    log.debug(
-                        "request",
-                        method=method,
-                        path=scope.get("path", ""),
-                        status=status_holder[0],
-                        duration_ms=round((time.perf_counter() - started) * 1000, 2),
-                    )
+                    guard.answered(method, scope.get("path", ""), status_holder[0], started)
                 await send(message)
 
             try:
-                if not public and scope.get("path") not in _UNGUARDED_PATHS:
-                    try:
-                        state["caller"] = _VERIFIED.caller(secret, auth)
-                    except AuthError as exc:
-                        await _refuse(scope, send_with_id, str(exc))
-                        return
+                try:
+                    caller = guard.caller(scope.get("path", ""), auth)
+                except AuthError as exc:
+                    await _refuse(scope, send_with_id, str(exc))
+                    return
+                if caller is not None:
+                    state["caller"] = caller
                 await app(scope, receive, send_with_id)
             finally:
                 elapsed_s = time.perf_counter() - started
                 route = scope.get("path_template") or "unmatched"
-                REQUESTS.labels(service, method, route, f"{status_holder[0] // 100}xx").inc()
-                REQUEST_SECONDS.labels(service, route).observe(elapsed_s)
+                guard.finished(method, route, status_holder[0], elapsed_s)
                 if scope["type"] == "websocket":
                     log.debug(
                         "websocket_closed",
@@ -192,25 +231,6 @@ def service_middleware(
         return middleware
 
     return middleware_for
-
-
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-
-
-def error_json(code: str, detail: str) -> bytes:
-    return msgspec.json.encode(ErrorBody(error=code, detail=detail))
-
-
-async def send_json(send: Send, status: int, body: bytes) -> None:
-    """A whole JSON answer at the ASGI level (for what answers ahead of Litestar)."""
-    start: HTTPResponseStartEvent = {
-        "type": "http.response.start",
-        "status": status,
-        "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
-    }
-    await send(start)
-    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
-    await send(end)
 
 
 async def _refuse(scope: Scope, send: Send, detail: str) -> None:
@@ -262,40 +282,108 @@ LifespanHook = Callable[[Litestar], Awaitable[None]]
 
 
 class DirectRoute(msgspec.Struct, frozen=True):
-    """A hot route answered by a plain ASGI app ahead of Litestar's router.
+    """A hot route answered ahead of Litestar's router.
 
     Litestar's per-request routing, signature parsing, dependency resolution and response
     building cost more CPU than the engine's own work on an action; a few routes every action
-    goes through skip them. They keep the same middleware (credential, request id, logging,
-    metrics under `path_template`). The app finds the path's named groups in
-    `scope["path_params"]`, checks the method and answers every error itself as
-    {"error", "detail"}.
+    goes through skip them. They keep the same duties (credential, request id, logging,
+    metrics under `path_template`). The route finds the path's named groups in its params,
+    checks the method and answers every error itself as {"error", "detail"}.
     """
 
     path: re.Pattern[str]
     path_template: str
-    app: Any  # ASGIApp
+    app: JsonPost
 
 
-def _route_directly(
-    app: Litestar, routes: Sequence[DirectRoute], middleware: Callable[[ASGIApp], ASGIApp]
-) -> None:
-    """Put `routes` in front of the app's own router (after Litestar's entry point)."""
-    routed = app.asgi_handler
-    direct = [(r.path, r.path_template, middleware(r.app)) for r in routes]
+class DirectDispatch:
+    """A service's direct routes, as its HTTP protocol answers them (`services.common.serve`):
+    a whole request in, (status, JSON body, request id) out, with the `RequestGuard`'s duties
+    and no ASGI messages in between.
 
-    async def handler(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = scope["path"]
-            for pattern, template, direct_app in direct:
-                if (found := pattern.fullmatch(path)) is not None:
-                    scope["path_template"] = template
-                    scope["path_params"] = found.groupdict()
-                    await direct_app(scope, receive, send)
-                    return
-        await routed(scope, receive, send)
+    Measured on the ledger service (holds, 32 clients, 4 s runs): 0.100-0.108 ms of CPU per
+    request through the ASGI layers (uvicorn's request cycle, the middleware, Litestar's entry
+    point, four ASGI messages), 0.072-0.077 ms answered here."""
 
-    app.asgi_handler = handler
+    __slots__ = ("app", "guard", "routes")
+
+    def __init__(self, app: Litestar, routes: Sequence[DirectRoute], guard: RequestGuard):
+        self.app = app
+        self.routes = tuple(routes)
+        self.guard = guard
+
+    def match(self, path: str) -> tuple[DirectRoute, dict[str, str]] | None:
+        for route in self.routes:
+            if (found := route.path.fullmatch(path)) is not None:
+                return route, found.groupdict()
+        return None
+
+    async def answer(
+        self,
+        route: DirectRoute,
+        params: dict[str, str],
+        method: str,
+        path: str,
+        headers: Iterable[tuple[bytes, bytes]],
+        body: bytes | None,
+    ) -> tuple[int, bytes, str]:
+        """`body` None: larger than the limit. Never raises for a request's sake."""
+        guard = self.guard
+        request_id, auth = guard.identify(headers)
+        tokens = bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            try:
+                guard.caller(path, auth)
+            except AuthError as exc:
+                status, out = 401, error_json("unauthorized", str(exc))
+            else:
+                status, out = await route.app.answer(self.app.state, params, method, body)
+            guard.answered(method, path, status, started)
+            return status, out, request_id
+        finally:
+            guard.finished(method, route.path_template, status, time.perf_counter() - started)
+            reset_contextvars(**tokens)
+
+
+class _DirectFirst:
+    """The app's entry point with its direct routes ahead of its router, behind the service
+    middleware; `dispatch` is what the services' HTTP protocol answers them with."""
+
+    __slots__ = ("dispatch", "routed", "wrapped")
+
+    def __init__(
+        self, routed: ASGIApp, dispatch: DirectDispatch, middleware: Callable[[ASGIApp], ASGIApp]
+    ) -> None:
+        self.routed = routed
+        self.dispatch = dispatch
+        self.wrapped = {route.path_template: middleware(route.app) for route in dispatch.routes}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (found := self.dispatch.match(scope["path"])) is not None:
+            route, params = found
+            scope["path_template"] = route.path_template
+            scope["path_params"] = params
+            await self.wrapped[route.path_template](scope, receive, send)
+            return
+        await self.routed(scope, receive, send)
+
+
+# ASGI wrappers a server may put around the app (uvicorn's proxy-headers middleware), at most.
+_MAX_WRAPPERS = 4
+
+
+def direct_dispatch_of(app: Any) -> DirectDispatch | None:
+    """The direct routes of `app`, or of the app it wraps (as `.app`), if it has any."""
+    for _ in range(_MAX_WRAPPERS + 1):
+        if isinstance(app, Litestar):
+            handler = app.asgi_handler
+            return handler.dispatch if isinstance(handler, _DirectFirst) else None
+        app = getattr(app, "app", None)
+        if app is None:
+            return None
+    return None
 
 
 # Middle-generation passes three times as often, so each is a third as long. A service's live
@@ -351,7 +439,8 @@ def create_service_app(
         if engine is not None:
             await engine.dispose()
 
-    middleware = service_middleware(service, settings, public)
+    guard = RequestGuard(service, settings, public)
+    middleware = service_middleware(guard)
     loop_health = LoopHealth()
     app = Litestar(
         route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
@@ -365,5 +454,6 @@ def create_service_app(
         **litestar_kwargs,
     )
     if direct_routes:
-        _route_directly(app, direct_routes, middleware)
+        dispatch = DirectDispatch(app, direct_routes, guard)
+        app.asgi_handler = _DirectFirst(app.asgi_handler, dispatch, middleware)
     return app

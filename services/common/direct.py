@@ -1,11 +1,16 @@
-"""Hot JSON routes as plain ASGI apps, for `DirectRoute` (ahead of Litestar's router).
+"""Hot JSON routes answered ahead of Litestar's router (`DirectRoute`).
 
-One place for what every such route does the same way: POST only (405 otherwise), the body
-read with the same size limit as every route (413), decoded by msgspec against the contract
-(400 invalid_request), a `ServiceError` answered as {"error", "detail"} with its status,
-anything else logged and answered as a 500 without internals. The handler gets the app's
-state, the path's named groups and the decoded body, and returns a msgspec Struct or JSON
-bytes it already has (the ledger passes its database's result document through).
+One place for what every such route does the same way (`JsonPost.answer`): POST only (405
+otherwise), the body within the same size limit as every route (413), decoded by msgspec
+against the contract (400 invalid_request), a `ServiceError` answered as {"error", "detail"}
+with its status, anything else logged and answered as a 500 without internals. The handler gets
+the app's state, the path's named groups and the decoded body, and returns a msgspec Struct or
+JSON bytes it already has (the ledger passes its database's result document through).
+
+A `JsonPost` is answered two ways, with the same `answer`:
+- as an ASGI app behind the service middleware (Litestar's test client, any ASGI server);
+- by the services' HTTP protocol itself (`services.common.serve`), which reads the whole body
+  and writes the answer without the ASGI layers in between (`DirectDispatch`).
 """
 
 from __future__ import annotations
@@ -17,19 +22,33 @@ import msgspec
 from litestar.datastructures import State
 from litestar.types import Receive, Scope, Send
 
-from services.common.app import MAX_REQUEST_BODY_BYTES, error_json, send_json
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 
 log = get_logger()
 
+# Bodies larger than this are refused before they are parsed (413).
+MAX_REQUEST_BODY_BYTES = 256 * 1024
+
 _encoder = msgspec.json.Encoder()
 
 Handler = Callable[[State, dict[str, str], Any], Awaitable[Any]]
-ASGIHandler = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-async def read_body(receive: Receive) -> bytes:
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: str
+    detail: str
+
+
+def error_json(code: str, detail: str) -> bytes:
+    return msgspec.json.encode(ErrorBody(error=code, detail=detail))
+
+
+_TOO_LARGE = (413, error_json("body_too_large", "request body too large"))
+
+
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole request body, or None when it is larger than `MAX_REQUEST_BODY_BYTES`."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -39,34 +58,73 @@ async def read_body(receive: Receive) -> bytes:
         chunk = cast(bytes, message.get("body", b""))
         size += len(chunk)
         if size > MAX_REQUEST_BODY_BYTES:
-            raise ServiceError(413, "body_too_large", "request body too large")
+            return None
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
 
 
-def post_json(decoder: msgspec.json.Decoder[Any], handler: Handler) -> ASGIHandler:
-    """An ASGI app for one POST route: decode, run `handler`, answer 200 with its result."""
+class JsonPost:
+    """One POST route with a JSON body: `answer` gives its status and JSON body; calling the
+    object serves it as an ASGI app."""
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    __slots__ = ("decoder", "handler")
+
+    def __init__(self, decoder: msgspec.json.Decoder[Any], handler: Handler) -> None:
+        self.decoder = decoder
+        self.handler = handler
+
+    async def answer(
+        self, state: State, params: dict[str, str], method: str, body: bytes | None
+    ) -> tuple[int, bytes]:
+        """(status, JSON body) for a request; `body` None: it was larger than the limit."""
         try:
-            if scope.get("method") != "POST":
+            if method != "POST":
                 raise ServiceError(405, "method_not_allowed", "Method Not Allowed")
-            raw = await read_body(receive)
+            if body is None:
+                return _TOO_LARGE
             try:
-                data = decoder.decode(raw)
+                data = self.decoder.decode(body)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise ServiceError(
                     400, "invalid_request", f"invalid body: {str(exc)[:400]}"
                 ) from None
-            result = await handler(scope["app"].state, scope.get("path_params") or {}, data)
+            result = await self.handler(state, params, data)
         except ServiceError as exc:
-            await send_json(send, exc.status, error_json(exc.code, exc.detail))
-            return
+            return exc.status, error_json(exc.code, exc.detail)
         except Exception as exc:
-            log.exception("unhandled_error", path=scope.get("path", ""), error=type(exc).__name__)
-            await send_json(send, 500, error_json("server_error", "internal error"))
-            return
-        await send_json(send, 200, result if isinstance(result, bytes) else _encoder.encode(result))
+            log.exception("unhandled_error", method=method, error=type(exc).__name__)
+            return 500, error_json("server_error", "internal error")
+        return 200, result if isinstance(result, bytes) else _encoder.encode(result)
 
-    return app
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = str(scope.get("method", ""))
+        try:
+            body = await read_body(receive) if method == "POST" else b""
+        except ServiceError as exc:
+            status, out = exc.status, error_json(exc.code, exc.detail)
+        else:
+            params = scope.get("path_params") or {}
+            status, out = await self.answer(scope["app"].state, params, method, body)
+        await send_json(send, status, out)
+
+
+def post_json(decoder: msgspec.json.Decoder[Any], handler: Handler) -> JsonPost:
+    """A route for `DirectRoute`: decode the body with `decoder`, run `handler`, answer 200
+    with its result."""
+    return JsonPost(decoder, handler)
+
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+async def send_json(send: Send, status: int, body: bytes) -> None:
+    """A whole JSON answer at the ASGI level (for what answers ahead of Litestar)."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -10,9 +10,15 @@ from typing import Any
 
 import uvicorn
 from uvicorn._types import ASGI3Application, ASGISendEvent
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
+from services.common.app import DirectDispatch, DirectRoute, direct_dispatch_of
 from services.common.config import SERVICES, ConfigError, Settings, load_settings
+from services.common.direct import MAX_REQUEST_BODY_BYTES
 from services.common.embedded_pg import port_is_free
 from services.common.logging import configure_logging, get_logger
 
@@ -86,10 +92,58 @@ class _OneWriteCycle(RequestResponseCycle):
             real.close()
 
 
-class HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with two changes.
+class _DirectCycle(RequestResponseCycle):
+    """A request to one of the app's direct routes (`DirectDispatch`): its whole body is read
+    (up to the limit), then answered in one task with one write, as a JSON response."""
 
-    A response goes out in one write (`_OneWriteCycle`).
+    route: tuple[DirectRoute, dict[str, str]]
+    its_turn = False  # earlier requests on the connection have been answered
+    started = False
+    too_large = False
+
+    def take(self, data: bytes) -> None:
+        if self.too_large:
+            return
+        if len(self.body) + len(data) > MAX_REQUEST_BODY_BYTES:
+            self.too_large = True  # the rest of the body is read and dropped: memory stays bounded
+            self.body = bytearray()
+            return
+        self.body += data
+
+    def write_answer(self, status: int, body: bytes, request_id: str) -> None:
+        if not self.disconnected:
+            head = [STATUS_LINE[status]]
+            for name, value in self.default_headers:
+                head += [name, b": ", value, b"\r\n"]
+            head.append(
+                b"content-type: application/json\r\ncontent-length: %d\r\nx-request-id: %s\r\n"
+                % (len(body), request_id.encode())
+            )
+            if not self.keep_alive:
+                head.append(b"connection: close\r\n")
+            head += [b"\r\n", body]
+            self.transport.write(b"".join(head))
+        self.finish()
+
+    def finish(self) -> None:
+        self.response_started = True
+        self.response_complete = True
+        self.message_event.set()
+        if not self.keep_alive:
+            self.transport.close()
+        on_response, self.on_response = self.on_response, lambda: None
+        on_response()
+
+
+class HttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with three changes.
+
+    The app's direct routes (`services.common.app.DirectRoute`) are answered here, without the
+    ASGI layers: the whole request is read, `DirectDispatch.answer` gives the answer, and it
+    goes out in one write. Only POST requests: anything else goes the ASGI way, where the same
+    route answers it (405).
+
+    Any other response goes out in one write too (`_OneWriteCycle`).
 
     No reference cycle is left by a WebSocket upgrade. After the upgrade the transport belongs
     to the WebSocket protocol and this object is dropped, but it and its request parser still
@@ -98,9 +152,78 @@ class HttpProtocol(HttpToolsProtocol):
     `connection_lost`, which an upgraded connection never reaches here; so it is broken right
     after the hand-over."""
 
+    _dispatch: DirectDispatch | None | bool = False  # False: not looked up yet
+
+    def _direct(self) -> DirectDispatch | None:
+        if self._dispatch is False:
+            self._dispatch = direct_dispatch_of(self.app)
+        return self._dispatch if isinstance(self._dispatch, DirectDispatch) else None
+
     def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGI3Application) -> None:
+        # `app` is not the app when uvicorn refuses the request (its concurrency limit).
+        dispatch = self._direct() if app is self.app else None
+        found = dispatch.match(cycle.scope["path"]) if dispatch is not None else None
+        if found is not None and cycle.scope["method"] == "POST":
+            cycle.__class__ = _DirectCycle  # before any of its body is taken: same state
+            direct: _DirectCycle = cycle  # type: ignore[assignment]
+            direct.route = found
+            direct.its_turn = True
+            if len(direct.body) > MAX_REQUEST_BODY_BYTES:  # taken while it waited its turn
+                direct.too_large = True
+                direct.body = bytearray()
+            if direct.more_body:
+                if direct.waiting_for_100_continue and not self.transport.is_closing():
+                    self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    direct.waiting_for_100_continue = False
+                self.flow.resume_reading()  # a pipelined body may have paused it
+                return  # started when its body is complete (`on_message_complete`)
+            self._start_direct(direct)
+            return
         cycle.__class__ = _OneWriteCycle  # before its task runs: same state, one more method
         super()._start_asgi_task(cycle, app)
+
+    def on_body(self, body: bytes) -> None:
+        cycle = self.cycle
+        if isinstance(cycle, _DirectCycle) and not cycle.response_complete:
+            cycle.take(body)  # never pauses reading: the body is wanted whole
+            return
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        cycle = self.cycle
+        if isinstance(cycle, _DirectCycle) and cycle.its_turn and not cycle.started:
+            self._start_direct(cycle)
+
+    def _start_direct(self, cycle: _DirectCycle) -> None:
+        cycle.started = True
+        task = self.loop.create_task(self._answer_direct(cycle))
+        task.add_done_callback(self.tasks.discard)
+        self.tasks.add(task)
+
+    async def _answer_direct(self, cycle: _DirectCycle) -> None:
+        dispatch = self._direct()
+        route, params = cycle.route
+        scope = cycle.scope
+        body = None if cycle.too_large else bytes(cycle.body)
+        cycle.body = bytearray()
+        try:
+            if dispatch is None:
+                raise RuntimeError("a direct route without its dispatch")
+            status, out, request_id = await dispatch.answer(
+                route, params, "POST", scope["path"], scope["headers"], body
+            )
+            if self.flow.write_paused and not cycle.disconnected:
+                await self.flow.drain()
+            cycle.write_answer(status, out, request_id)
+        except BaseException as exc:
+            # `answer` maps every failure of a request to its status: this is a bug or a
+            # cancellation (shutdown). The client must not wait: the connection ends.
+            self.logger.error("Exception in a direct route", exc_info=exc)
+            cycle.keep_alive = False
+            cycle.finish()
+            if not isinstance(exc, Exception):
+                raise
 
     def handle_websocket_upgrade(self) -> None:
         super().handle_websocket_upgrade()

@@ -1,0 +1,202 @@
+"""Direct routes answered by the services' HTTP protocol itself (`HttpProtocol`, without the
+ASGI layers) answer exactly as the same routes do through ASGI (Litestar's test client)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+
+import msgspec
+import pytest
+from litestar import Litestar
+from litestar.datastructures import State
+from litestar.testing import AsyncTestClient
+
+from services.common.app import DirectRoute, create_service_app
+from services.common.auth import header_value
+from services.common.direct import MAX_REQUEST_BODY_BYTES, post_json
+from services.common.errors import ServiceError
+from services.common.metrics import REGISTRY
+from services.common.serve import HttpProtocol
+from tests.conftest import make_settings
+from tests.uvicorn_server import UvicornServer
+
+READ_TIMEOUT_S = 10
+
+
+class Thing(msgspec.Struct, forbid_unknown_fields=True):
+    amount_cents: int
+
+
+class Done(msgspec.Struct):
+    thing: str
+    amount_cents: int
+    answered_by: str
+
+
+async def _thing(state: State, path: dict[str, str], data: Thing) -> Done:
+    if data.amount_cents == 409:
+        raise ServiceError(409, "already_done", "that was done before")
+    if data.amount_cents == 500:
+        raise RuntimeError("a bug")
+    for _ in range(data.amount_cents % 7):  # a few turns of the loop: later requests wait
+        await asyncio.sleep(0)
+    task = asyncio.current_task()
+    by = task.get_coro().__qualname__ if task is not None else "?"  # type: ignore[union-attr]
+    return Done(thing=path["thing"], amount_cents=data.amount_cents, answered_by=by)
+
+
+ROUTES = (
+    DirectRoute(
+        re.compile(r"/v1/things/(?P<thing>[^/]+)"),
+        "/v1/things/{thing}",
+        post_json(msgspec.json.Decoder(Thing), _thing),
+    ),
+)
+
+
+@pytest.fixture
+def app(database_url: str, internal_secret: bytes) -> Litestar:
+    settings = make_settings(database_url, internal_secret)
+    return create_service_app("ledger", settings, [], direct_routes=ROUTES)
+
+
+@pytest.fixture
+async def served(app: Litestar) -> AsyncIterator[UvicornServer]:
+    async with UvicornServer(app, http=HttpProtocol, lifespan="on", log_config=None) as s:
+        yield s
+
+
+def _request(auth: str | None, path: str, body: bytes, *extra: str, method: str = "POST") -> bytes:
+    head = [f"{method} {path} HTTP/1.1", "host: x", f"content-length: {len(body)}", *extra]
+    if auth is not None:
+        head.append(f"authorization: {auth}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+    lines = head.decode("latin-1").split("\r\n")
+    headers = dict(line.lower().split(": ", 1) for line in lines[1:] if line)
+    body = await reader.readexactly(int(headers.get("content-length", "0")))
+    return int(lines[0].split(" ")[1]), headers, body
+
+
+CASES: list[tuple[str, str, bytes, str]] = [
+    ("ok", "/v1/things/t1", b'{"amount_cents": 3}', "POST"),
+    ("malformed", "/v1/things/t1", b'{"amount_cents": "3"}', "POST"),
+    ("not json", "/v1/things/t1", b"{", "POST"),
+    ("unknown field", "/v1/things/t1", b'{"amount_cents": 3, "x": 1}', "POST"),
+    ("refused", "/v1/things/t1", b'{"amount_cents": 409}', "POST"),
+    ("bug", "/v1/things/t1", b'{"amount_cents": 500}', "POST"),
+    ("too large", "/v1/things/t1", b" " * (MAX_REQUEST_BODY_BYTES + 1), "POST"),
+    ("wrong method", "/v1/things/t1", b"", "PUT"),
+]
+
+
+async def test_direct_routes_answer_as_through_asgi(
+    app: Litestar, served: UvicornServer, internal_secret: bytes
+) -> None:
+    auth = header_value(internal_secret, "matchmaking")
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    over_the_wire = {}
+    for name, path, body, method in CASES:  # one keep-alive connection for all of them
+        writer.write(_request(auth, path, body, f"x-request-id: rid-{name[:3]}", method=method))
+        over_the_wire[name] = await _answer(reader)
+    writer.write(_request(None, "/v1/things/t1", b'{"amount_cents": 3}'))
+    over_the_wire["no credential"] = await _answer(reader)
+    writer.close()
+
+    async with AsyncTestClient(app) as client:
+        for name, path, body, method in CASES:
+            response = await client.request(
+                method,
+                path,
+                content=body,
+                headers={"Authorization": auth, "x-request-id": f"rid-{name[:3]}"},
+            )
+            status, headers, content = over_the_wire[name]
+            assert status == response.status_code, name
+            assert headers["x-request-id"] == response.headers["x-request-id"], name
+            assert headers["content-type"] == "application/json", name
+            wire = msgspec.json.decode(content)
+            asgi = response.json()
+            if name == "ok":
+                assert wire.pop("answered_by") == "HttpProtocol._answer_direct"
+                assert asgi.pop("answered_by") != "HttpProtocol._answer_direct"
+            assert wire == asgi, name
+        unauthorized = await client.post("/v1/things/t1", content=b'{"amount_cents": 3}')
+    status, _, content = over_the_wire["no credential"]
+    assert status == unauthorized.status_code == 401
+    assert msgspec.json.decode(content) == unauthorized.json()
+    assert over_the_wire["ok"][0] == 200
+    assert over_the_wire["too large"][0] == 413
+    assert over_the_wire["wrong method"][0] == 405
+
+
+async def test_pipelined_requests_are_answered_in_order(
+    served: UvicornServer, internal_secret: bytes
+) -> None:
+    auth = header_value(internal_secret, "matchmaking")
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    amounts = [6, 0, 13, 409, 1, 5, 2]  # some take more turns of the loop than the next
+    writer.write(
+        b"".join(
+            _request(auth, f"/v1/things/p{i}", b'{"amount_cents": %d}' % a)
+            for i, a in enumerate(amounts)
+        )
+    )
+    answers = [await _answer(reader) for _ in amounts]
+    writer.close()
+    assert [status for status, _, _ in answers] == [409 if a == 409 else 200 for a in amounts]
+    for i, (status, _, body) in enumerate(answers):
+        if status == 200:
+            assert msgspec.json.decode(body, type=Done).thing == f"p{i}"
+
+
+async def test_a_body_in_pieces_and_expect_100_continue(
+    served: UvicornServer, internal_secret: bytes
+) -> None:
+    auth = header_value(internal_secret, "matchmaking")
+    body = b'{"amount_cents": 42}'
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    head = _request(auth, "/v1/things/e", body, "expect: 100-continue")[: -len(body)]
+    writer.write(head)
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    writer.write(body[:5])
+    await writer.drain()
+    writer.write(body[5:])
+    status, _, content = await _answer(reader)
+    assert status == 200
+    assert msgspec.json.decode(content, type=Done).amount_cents == 42
+    writer.close()
+
+
+async def test_connection_close_is_honoured_and_requests_are_counted(
+    served: UvicornServer, internal_secret: bytes
+) -> None:
+    def counted(status: str) -> float:
+        labels = {
+            "service": "ledger",
+            "method": "POST",
+            "route": "/v1/things/{thing}",
+            "status": status,
+        }
+        return REGISTRY.get_sample_value("mesa_http_requests_total", labels) or 0.0
+
+    ok_before, refused_before = counted("2xx"), counted("4xx")
+    auth = header_value(internal_secret, "matchmaking")
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(_request(auth, "/v1/things/c", b'{"amount_cents": 1}', "connection: close"))
+    status, headers, _ = await _answer(reader)
+    assert status == 200 and headers["connection"] == "close"
+    assert await asyncio.wait_for(reader.read(), READ_TIMEOUT_S) == b""  # closed by the server
+    writer.close()
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(_request(auth, "/v1/things/c", b"{"))
+    assert (await _answer(reader))[0] == 400
+    writer.close()
+    assert counted("2xx") == ok_before + 1
+    assert counted("4xx") == refused_before + 1

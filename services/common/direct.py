@@ -7,20 +7,20 @@ with its status, anything else logged and answered as a 500 without internals. T
 the app's state, the path's named groups and the decoded body, and returns a msgspec Struct or
 JSON bytes it already has (the ledger passes its database's result document through).
 
-A `JsonPost` is answered two ways, with the same `answer`:
-- as an ASGI app behind the service middleware (Litestar's test client, any ASGI server);
-- by the services' HTTP protocol itself (`services.common.serve`), which reads the whole body
-  and writes the answer without the ASGI layers in between (`DirectDispatch`).
+`services.common.app.DirectDispatch` answers a `JsonPost` with the service's duties around it,
+two ways: ahead of Litestar's router as ASGI (Litestar's test client, any ASGI server), and in
+the services' HTTP protocol itself (`services.common.serve`), which reads the whole body and
+writes the answer without the ASGI layers in between.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
 
 import msgspec
 from litestar.datastructures import State
-from litestar.types import Receive, Scope, Send
+from litestar.types import Receive, Send
 
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
@@ -65,8 +65,8 @@ async def read_body(receive: Receive) -> bytes | None:
 
 
 class JsonPost:
-    """One POST route with a JSON body: `answer` gives its status and JSON body; calling the
-    object serves it as an ASGI app."""
+    """One POST route with a JSON body: decode the body with `decoder`, run `handler`, answer
+    200 with its result; `answer` gives the status and JSON body."""
 
     __slots__ = ("decoder", "handler")
 
@@ -97,34 +97,23 @@ class JsonPost:
             return 500, error_json("server_error", "internal error")
         return 200, result if isinstance(result, bytes) else _encoder.encode(result)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = str(scope.get("method", ""))
-        try:
-            body = await read_body(receive) if method == "POST" else b""
-        except ServiceError as exc:
-            status, out = exc.status, error_json(exc.code, exc.detail)
-        else:
-            params = scope.get("path_params") or {}
-            status, out = await self.answer(scope["app"].state, params, method, body)
-        await send_json(send, status, out)
-
-
-def post_json(decoder: msgspec.json.Decoder[Any], handler: Handler) -> JsonPost:
-    """A route for `DirectRoute`: decode the body with `decoder`, run `handler`, answer 200
-    with its result."""
-    return JsonPost(decoder, handler)
-
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
 
-async def send_json(send: Send, status: int, body: bytes) -> None:
+async def send_json(
+    send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     """A whole JSON answer at the ASGI level (for what answers ahead of Litestar)."""
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode())],
+            "headers": [
+                *_JSON_HEADERS,
+                (b"content-length", str(len(body)).encode()),
+                *headers,
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})

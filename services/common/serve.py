@@ -96,8 +96,10 @@ class _DirectCycle(RequestResponseCycle):
     """A request to one of the app's direct routes (`DirectDispatch`): its whole body is read
     (up to the limit), then answered in one task with one write, as a JSON response."""
 
+    # A request becomes a _DirectCycle when its turn comes (earlier requests on the connection
+    # answered); it starts once its body is complete as well.
+    dispatch: DirectDispatch
     route: tuple[DirectRoute, dict[str, str]]
-    its_turn = False  # earlier requests on the connection have been answered
     started = False
     too_large = False
 
@@ -163,14 +165,11 @@ class HttpProtocol(HttpToolsProtocol):
         # `app` is not the app when uvicorn refuses the request (its concurrency limit).
         dispatch = self._direct() if app is self.app else None
         found = dispatch.match(cycle.scope["path"]) if dispatch is not None else None
-        if found is not None and cycle.scope["method"] == "POST":
-            cycle.__class__ = _DirectCycle  # before any of its body is taken: same state
+        if dispatch is not None and found is not None and cycle.scope["method"] == "POST":
+            cycle.__class__ = _DirectCycle  # same state, its own methods
             direct: _DirectCycle = cycle  # type: ignore[assignment]
+            direct.dispatch = dispatch
             direct.route = found
-            direct.its_turn = True
-            if len(direct.body) > MAX_REQUEST_BODY_BYTES:  # taken while it waited its turn
-                direct.too_large = True
-                direct.body = bytearray()
             if direct.more_body:
                 if direct.waiting_for_100_continue and not self.transport.is_closing():
                     self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
@@ -192,7 +191,7 @@ class HttpProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         super().on_message_complete()
         cycle = self.cycle
-        if isinstance(cycle, _DirectCycle) and cycle.its_turn and not cycle.started:
+        if isinstance(cycle, _DirectCycle) and not cycle.started:
             self._start_direct(cycle)
 
     def _start_direct(self, cycle: _DirectCycle) -> None:
@@ -202,15 +201,14 @@ class HttpProtocol(HttpToolsProtocol):
         self.tasks.add(task)
 
     async def _answer_direct(self, cycle: _DirectCycle) -> None:
-        dispatch = self._direct()
         route, params = cycle.route
         scope = cycle.scope
-        body = None if cycle.too_large else bytes(cycle.body)
+        # (a body that arrived whole while earlier requests were answered was never `take`n)
+        too_large = cycle.too_large or len(cycle.body) > MAX_REQUEST_BODY_BYTES
+        body = None if too_large else bytes(cycle.body)
         cycle.body = bytearray()
         try:
-            if dispatch is None:
-                raise RuntimeError("a direct route without its dispatch")
-            status, out, request_id = await dispatch.answer(
+            status, out, request_id = await cycle.dispatch.answer(
                 route, params, "POST", scope["path"], scope["headers"], body
             )
             if self.flow.write_paused and not cycle.disconnected:

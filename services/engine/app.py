@@ -13,7 +13,7 @@ from litestar.params import FromPath, JSONBody, Parameter
 from fairness.keys import load_operator_key
 from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
-from services.common.direct import post_json
+from services.common.direct import JsonPost
 from services.common.logging import get_logger
 from services.engine.audit import AUDIT_ROUTES
 from services.engine.clock import Clock, RealClock
@@ -104,8 +104,8 @@ async def _feeds(state: State, path: dict[str, str], data: FeedReads) -> SeatFee
     return SeatFeeds(feeds=feeds)
 
 
-submit_action = post_json(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied
-seat_feeds = post_json(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
+submit_action = JsonPost(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied
+seat_feeds = JsonPost(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
 
 
 # Match ids as the router takes them (one path segment); anything else goes to the router.

@@ -29,7 +29,7 @@ from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
 from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
-from services.common.direct import post_json
+from services.common.direct import JsonPost
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.common.metrics import (
@@ -175,7 +175,7 @@ async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -
 def _direct(path: str, kind: type[Any], handler: Any) -> DirectRoute:
     # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
     decoder = msgspec.json.Decoder(kind)
-    return DirectRoute(re.compile(re.escape(path)), path, post_json(decoder, handler))
+    return DirectRoute(re.compile(re.escape(path)), path, JsonPost(decoder, handler))
 
 
 DIRECT_ROUTES = (

@@ -14,7 +14,7 @@ from litestar.params import FromPath, FromQuery, JSONBody
 
 from services.common.app import DirectRoute, create_service_app
 from services.common.config import Settings
-from services.common.direct import post_json
+from services.common.direct import JsonPost
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
@@ -71,7 +71,7 @@ async def _quick(state: State, _: dict[str, str], data: c.QuickJoin) -> c.JoinRe
     return await _join_kind(state, "quick", data)
 
 
-quick_join = post_json(msgspec.json.Decoder(c.QuickJoin), _quick)
+quick_join = JsonPost(msgspec.json.Decoder(c.QuickJoin), _quick)
 
 DIRECT_ROUTES = (DirectRoute(re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join),)
 

@@ -1,6 +1,7 @@
 """Ledger throughput: holds and settlements per second through the ledger service over real
-HTTP (uvicorn on loopback; the services' own InternalClient and a minimal raw client) at 8 and 32 concurrent clients, with p50/p99
-latency, against the ceiling of the same SQL driven by `pgbench` on the same server.
+HTTP (served as `mesa serve` serves it, called over its Unix socket as `mesa up` wires the
+services, and over loopback TCP) at 8 and 32 concurrent clients, with p50/p99 latency, against
+the ceiling of the same SQL driven by `pgbench` on the same server.
 
 Everything runs on this machine: an embedded PostgreSQL in a temporary folder, the ledger
 service in its own process, the clients in this one. Results: bench/results/ledger.json.
@@ -24,10 +25,10 @@ import asyncpg
 import httpx
 import msgspec
 
-from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
+from bench.common import percentile, write_result
 from ledger import chain
 from services.common.auth import header_value
-from services.common.config import Settings
+from services.common.config import Settings, unix_socket_url
 from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
@@ -39,10 +40,11 @@ PLAYERS = 64
 # Enough started matches for every settlement cell: the service's runs with their warm-ups and
 # the pgbench ceilings (the batched one at 32 clients alone settles ~20,000 in 3 s).
 MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "110000"))
-# httpx costs more CPU per request than the service itself on a small machine, so the same
-# load is also driven by a minimal keep-alive HTTP/1.1 client to show the service's capacity.
-CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw").split(","))
-SERVER_WORKERS = int(os.environ.get("BENCH_LEDGER_WORKERS", "1"))
+# The service is called as `mesa up` deploys it: over its Unix socket, by the services' own
+# InternalClient (`internal`) and by a minimal keep-alive HTTP/1.1 client (`raw`: the client's
+# own CPU, on the same two cores, is then least in the way of the service's). `raw-tcp` is the
+# minimal client over loopback TCP, as a caller on another host would come.
+CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw,raw-tcp").split(","))
 TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}
 
 HOLD_SQL = (
@@ -99,7 +101,7 @@ def _die_with_parent() -> None:
 
 
 def server_app() -> Any:
-    """uvicorn --factory entry point: the ledger app from MESA_* settings."""
+    """The ledger app from MESA_* settings (a larger database pool than the default)."""
     from services.common.config import load_settings
     from services.common.logging import configure_logging
     from services.ledger.app import create_app
@@ -107,6 +109,13 @@ def server_app() -> Any:
     settings = load_settings()
     configure_logging("ledger", settings.log_format, settings.log_level)
     return create_app(settings, pool_size=40)
+
+
+def serve(port: int, socket_path: str) -> int:
+    """The service process: served as `mesa serve` serves it, on TCP and on its socket."""
+    from services.common.serve import run_app
+
+    return run_app(server_app(), "ledger", "127.0.0.1", port, Path(socket_path))
 
 
 _SETUP_MATCHES_SQL = """
@@ -161,17 +170,22 @@ async def _next_match(url: str) -> int:
 
 
 class _RawClient:
-    """One keep-alive HTTP/1.1 connection: write a request, read status and body."""
+    """One keep-alive HTTP/1.1 connection (TCP, or the Unix socket at `unix_path`): write a
+    request, read status and body."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, unix_path: str | None = None) -> None:
         self.host = host
         self.port = port
+        self.unix_path = unix_path
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
     async def post(self, path: str, body: bytes, auth: str) -> tuple[int, bytes]:
         if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            if self.unix_path is not None:
+                self.reader, self.writer = await asyncio.open_unix_connection(self.unix_path)
+            else:
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         if self.reader is None:
             raise RuntimeError("not connected")
         head = (
@@ -205,7 +219,14 @@ def _commit_counters(base: str) -> tuple[float, float]:
 
 
 async def _http_run(
-    base: str, port: int, secret: bytes, kind: str, clients: int, counter: list[int], client: str
+    base: str,
+    port: int,
+    socket_path: str,
+    secret: bytes,
+    kind: str,
+    clients: int,
+    counter: list[int],
+    client: str,
 ) -> dict[str, Any]:
     auth = header_value(secret, "bench", ttl_s=600)
     latencies: list[float] = []
@@ -216,13 +237,22 @@ async def _http_run(
         await asyncio.gather(*(http.get("/health") for _ in range(clients)))  # warm up
 
         internal = (
-            InternalClient(base, Settings(internal_secret=secret), "bench", timeout_s=30)
+            InternalClient(
+                unix_socket_url(Path(socket_path)),
+                Settings(internal_secret=secret),
+                "bench",
+                timeout_s=30,
+            )
             if client == "internal"
             else None
         )
 
         async def one(c: int, stop_at: float, record: bool) -> None:
-            raw = _RawClient("127.0.0.1", port) if client == "raw" else None
+            raw = None
+            if client == "raw":
+                raw = _RawClient("127.0.0.1", port, socket_path)
+            elif client == "raw-tcp":
+                raw = _RawClient("127.0.0.1", port)
             i = 0
             try:
                 while time.perf_counter() < stop_at:
@@ -349,12 +379,13 @@ def main() -> dict[str, Any]:
             "MESA_ENV": "production",  # as deployed: e.g. the services freeze their startup heap
             "MESA_VAR_DIR": str(tmp / "var"),
         }
+        socket_path = str(tmp / "ledger.sock")
         service = subprocess.Popen(
             [
-                sys.executable, "-m", "uvicorn", "bench.bench_ledger:server_app", "--factory",
-                "--host", "127.0.0.1", "--port", str(port), "--workers", str(SERVER_WORKERS),
-                "--no-access-log", "--log-level", "warning", "--loop", "uvloop",
-                "--http", SERVICE_HTTP_PROTOCOL,
+                sys.executable, "-c",
+                "import sys; from bench.bench_ledger import serve; "
+                "sys.exit(serve(int(sys.argv[1]), sys.argv[2]))",
+                str(port), socket_path,
             ],
             env=env,
             cwd=str(Path(__file__).resolve().parents[1]),
@@ -374,7 +405,6 @@ def main() -> dict[str, Any]:
 
         results: dict[str, Any] = {
             "setup_seconds": round(setup_s, 1),
-            "server_workers": SERVER_WORKERS,
             "seconds_per_run": SECONDS,
             "load_average_at_start": os.getloadavg()[0],
         }
@@ -391,7 +421,9 @@ def main() -> dict[str, Any]:
                     chain_sealed()
                     if kind == "settle":
                         counter[0] = asyncio.run(_next_match(url))
-                    res = asyncio.run(_http_run(base, port, secret, kind, clients, counter, client))
+                    res = asyncio.run(
+                        _http_run(base, port, socket_path, secret, kind, clients, counter, client)
+                    )
                     if kind == "settle":
                         asyncio.run(_bump(url, counter[0]))
                     row[f"service_{client}"] = res

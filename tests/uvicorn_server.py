@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -15,18 +16,24 @@ STOP_TIMEOUT_S = 10.0
 
 class UvicornServer:
     """`async with UvicornServer(app, **config) as served:` serves `app` at `served.url`
-    (`config`: uvicorn's own settings, e.g. `http=`, `lifespan=`); leaving stops it."""
+    (`config`: uvicorn's own settings, e.g. `http=`, `lifespan=`); leaving stops it. With
+    `unix_socket`, also there, as `mesa serve` does (`bind_unix_socket`)."""
 
-    def __init__(self, app: Any, **config: Any) -> None:
+    def __init__(self, app: Any, unix_socket: Path | None = None, **config: Any) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(
-            uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
-        )
+        self.config = uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
+        self.server = uvicorn.Server(self.config)
+        self.unix_socket = unix_socket
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> UvicornServer:
-        self.task = asyncio.create_task(self.server.serve())
+        sockets = None
+        if self.unix_socket is not None:
+            from services.common.serve import bind_unix_socket
+
+            sockets = [self.config.bind_socket(), bind_unix_socket(self.unix_socket)]
+        self.task = asyncio.create_task(self.server.serve(sockets=sockets))
         for _ in range(START_POLLS):
             if self.server.started:
                 return self

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import msgspec
 
@@ -36,6 +37,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ledger_url: str = ""
     engine_url: str = ""
     matchmaking_url: str = ""
+    ledger_socket: Path | None = None
+    engine_socket: Path | None = None
+    matchmaking_socket: Path | None = None
     log_format: str = "console"
     log_level: str = "info"
     internal_secret: bytes = b""
@@ -67,6 +71,40 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return urls[service]
         return f"http://{self.host}:{self.port_of(service)}"
 
+    def socket_of(self, service: str) -> Path | None:
+        """The Unix socket a service also listens on for internal calls (None: TCP only)."""
+        sockets = {
+            "ledger": self.ledger_socket,
+            "engine": self.engine_socket,
+            "matchmaking": self.matchmaking_socket,
+        }
+        return sockets.get(service)
+
+
+# HTTP over a Unix socket: `http+unix://` and the socket's absolute path, percent-encoded (the
+# convention of requests-unixsocket and HTTPie). Co-located services call each other this way:
+# a request over loopback TCP costs both ends more CPU in the kernel's TCP stack than the whole
+# HTTP exchange over a Unix socket (docs/ledger.md, eleventh round).
+UNIX_SCHEME = "http+unix"
+# sockaddr_un's sun_path is 108 bytes on Linux, its terminating NUL included.
+MAX_SOCKET_PATH_BYTES = 107
+
+
+def unix_socket_url(path: Path) -> str:
+    return f"{UNIX_SCHEME}://{quote(str(path), safe='')}"
+
+
+def unix_socket_path(url: str) -> str | None:
+    """The socket path of an `http+unix://` base URL; None for any other URL."""
+    prefix = UNIX_SCHEME + "://"
+    if not url.startswith(prefix):
+        return None
+    return unquote(url[len(prefix) :].split("/", 1)[0])
+
+
+def socket_path_fits(path: Path) -> bool:
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH_BYTES
+
 
 def _port(name: str, raw: str) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 65535:
@@ -84,11 +122,29 @@ def _choice(*allowed: str) -> Callable[[str, str], str]:
 
 
 def _url(name: str, raw: str) -> str:
+    socket_path = unix_socket_path(raw.rstrip("/"))
+    if socket_path is not None:
+        if "/" in raw.rstrip("/")[len(UNIX_SCHEME) + 3 :] or not socket_path.startswith("/"):
+            raise ConfigError(
+                f"{name}: an http+unix:// URL names an absolute socket path, percent-encoded "
+                f"(http+unix://%2Fvar%2Frun%2Fledger.sock), got {raw!r}"
+            )
+        return raw.rstrip("/")
     if not re.match(r"^https?://[^\s/]+(:\d+)?/?$", raw):
         raise ConfigError(
-            f"{name} must be an http(s) base URL like http://127.0.0.1:8001, got {raw!r}"
+            f"{name} must be an http(s) base URL like http://127.0.0.1:8001 "
+            f"(or http+unix:// and a socket path), got {raw!r}"
         )
     return raw.rstrip("/")
+
+
+def _socket(name: str, raw: str) -> Path:
+    path = Path(raw)
+    if not path.is_absolute():
+        raise ConfigError(f"{name} must be an absolute path, got {raw!r}")
+    if not socket_path_fits(path):
+        raise ConfigError(f"{name} is longer than a Unix socket path may be (107 bytes)")
+    return path
 
 
 def _urls(name: str, raw: str) -> str:
@@ -164,6 +220,21 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "base URL of the engine service; comma-separated for replicas",
     ),
     "MESA_MATCHMAKING_URL": ("matchmaking_url", _url, "base URL of the matchmaking service"),
+    "MESA_LEDGER_SOCKET": (
+        "ledger_socket",
+        _socket,
+        "Unix socket the ledger also listens on for internal calls (mesa up sets it)",
+    ),
+    "MESA_ENGINE_SOCKET": (
+        "engine_socket",
+        _socket,
+        "Unix socket an engine also listens on for internal calls (mesa up sets it)",
+    ),
+    "MESA_MATCHMAKING_SOCKET": (
+        "matchmaking_socket",
+        _socket,
+        "Unix socket matchmaking also listens on for internal calls (mesa up sets it)",
+    ),
     "MESA_REDIS_URL": (
         "redis_url",
         _redis_url,

@@ -4,8 +4,9 @@ Callers import the callee's `contract` Structs and call `post`/`get` with a resp
 A 4xx from the callee becomes `RemoteError` carrying its status and machine-readable code;
 connection failures become `ServiceUnavailable` so callers can retry idempotent writes.
 
-Plain `http://` callees are reached through `http1.Http1Pool` (keep-alive HTTP/1.1 on asyncio
-streams, parsed by httptools): httpx cost more CPU per call than the callee and its database
+Plain `http://` callees, and `http+unix://` ones (a service on the same host, reached over its
+Unix socket), are reached through `http1.Http1Pool` (keep-alive HTTP/1.1 on asyncio streams,
+parsed by httptools): httpx cost more CPU per call than the callee and its database
 together. A given `transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) or
 an `https://` URL still goes through httpx.
 """
@@ -22,7 +23,7 @@ import httpx
 import msgspec
 
 from services.common.auth import AUTH_HEADER, TokenCache
-from services.common.config import Settings
+from services.common.config import Settings, unix_socket_path
 from services.common.http1 import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Http1Pool,
@@ -103,7 +104,18 @@ class InternalClient:
             return
         base_url = urls[0] if urls else base_url
         url = urlsplit(base_url)
-        if transport is None and url.scheme == "http" and url.hostname:
+        unix_path = unix_socket_path(base_url)
+        if transport is None and unix_path is not None:
+            self._pool = Http1Pool(
+                "localhost",
+                0,
+                max_connections=max_connections,
+                max_response_bytes=max_response_bytes,
+                unix_path=unix_path,
+            )
+            self._prefix = url.path.rstrip("/")
+            self._host_header = "localhost"
+        elif transport is None and url.scheme == "http" and url.hostname:
             self._pool = Http1Pool(
                 url.hostname,
                 url.port or 80,

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
+import socket
+import stat
 import sys
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -34,6 +38,46 @@ PORT_VARIABLES = {
     "matchmaking": "MESA_MATCHMAKING_PORT",
     "gateway": "MESA_GATEWAY_PORT",
 }
+# The internal services may also listen on a Unix socket (the gateway serves browsers: TCP).
+SOCKET_VARIABLES = {
+    "ledger": "MESA_LEDGER_SOCKET",
+    "engine": "MESA_ENGINE_SOCKET",
+    "matchmaking": "MESA_MATCHMAKING_SOCKET",
+}
+
+
+class SocketInUse(Exception):
+    """The Unix socket path is taken: by a live server, or by a file that is not a socket."""
+
+
+def bind_unix_socket(path: Path) -> socket.socket:
+    """A Unix socket bound at `path`, for this user only (mode 0600: the service credential
+    still guards every call, and other local users cannot even connect). A socket file left by
+    a process that died is replaced; a live one is never taken over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or path.exists():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            raise SocketInUse(f"{path} exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)  # nobody listens: left by a process that died
+        else:
+            raise SocketInUse(f"{path} is in use by a running server")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    umask = os.umask(0o177)  # created 0600: no window in which others could connect
+    try:
+        sock.bind(str(path))
+    except OSError:
+        sock.close()
+        raise
+    finally:
+        os.umask(umask)
+    return sock
 
 
 class _Capture:
@@ -262,9 +306,15 @@ def main(argv: list[str]) -> int:
         print(f"mesa serve {args.service}: {exc}", file=sys.stderr)
         return 2
     get_logger().info("service_starting", port=port, host=settings.host)
+    return run_app(app, args.service, settings.host, port, settings.socket_of(args.service))
+
+
+def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | None) -> int:
+    """Serve `app` as `mesa serve` does (also what the ledger benchmark runs) until stopped:
+    on host:port, and on the Unix socket at `socket_path` if one is given."""
     config = uvicorn.Config(
         app,
-        host=settings.host,
+        host=host,
         port=port,
         log_config=None,
         access_log=False,
@@ -276,6 +326,34 @@ def main(argv: list[str]) -> int:
         ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
     )
-    server = uvicorn.Server(config)
-    server.run()
+    if socket_path is None:
+        uvicorn.Server(config).run()
+        return 0
+    # Both at once: TCP for the health checks, metrics and callers on other hosts; the Unix
+    # socket for the services on this host (`mesa up` points their URLs at it).
+    try:
+        unix = bind_unix_socket(socket_path)
+    except (SocketInUse, OSError) as exc:
+        print(
+            f"mesa serve: socket for {service} ({SOCKET_VARIABLES[service]}): {exc}",
+            file=sys.stderr,
+        )
+        return 3
+    get_logger().info("service_socket", path=str(socket_path))
+    _ServerWithSocket(config, socket_path).run(sockets=[config.bind_socket(), unix])
     return 0
+
+
+class _ServerWithSocket(uvicorn.Server):
+    """Removes its socket file once it has stopped serving. (Not after `run` returns: uvicorn
+    raises a captured SIGTERM again once the server is down, which ends the process there.)"""
+
+    def __init__(self, config: uvicorn.Config, socket_path: Path) -> None:
+        super().__init__(config)
+        self.socket_path = socket_path
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().shutdown(sockets=sockets)
+        finally:
+            self.socket_path.unlink(missing_ok=True)

@@ -23,10 +23,16 @@ from typing import IO, Any
 
 import httpx
 
-from services.common.config import ConfigError, Settings, load_settings
+from services.common.config import (
+    ConfigError,
+    Settings,
+    load_settings,
+    socket_path_fits,
+    unix_socket_url,
+)
 from services.common.embedded_pg import EmbeddedPostgres, EmbeddedPostgresError, port_is_free
 from services.common.migrate import upgrade
-from services.common.serve import PORT_VARIABLES
+from services.common.serve import PORT_VARIABLES, SOCKET_VARIABLES
 
 _HEALTH_TIMEOUT_S = 60
 _STOP_TIMEOUT_S = 15
@@ -40,6 +46,8 @@ class Child:
     name: str
     service: str
     port: int
+    # Where the services on this host call it (None: over TCP, like callers elsewhere).
+    socket: Path | None = None
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     died_at: float | None = None
@@ -91,6 +99,8 @@ class Supervisor:
 
     def start_child(self, child: Child) -> None:
         env = {**self.env, **child.extra_env, PORT_VARIABLES[child.service]: str(child.port)}
+        if child.socket is not None:
+            env[SOCKET_VARIABLES[child.service]] = str(child.socket)
         child.process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "serve", child.service],
             env=env,
@@ -164,7 +174,19 @@ def build_children(settings: Settings, engines: int, gateways: int) -> list[Chil
     for i in range(gateways):
         port = settings.gateway_port + i * REPLICA_PORT_STRIDE
         children.append(Child(f"gateway-{i}" if gateways > 1 else "gateway", "gateway", port))
+    for child in children:
+        path = settings.var_dir / "run" / f"{child.name}.sock"
+        if child.service in SOCKET_VARIABLES and socket_path_fits(path):
+            child.socket = path
     return children
+
+
+def internal_url(settings: Settings, child: Child) -> str:
+    """How the other services reach `child`: over its Unix socket when it has one (a call over
+    loopback TCP costs both ends more CPU; docs/ledger.md, eleventh round), else over TCP."""
+    if child.socket is not None:
+        return unix_socket_url(child.socket)
+    return f"http://{settings.host}:{child.port}"
 
 
 def _acquire_lock(var_dir: Path) -> IO[str] | None:
@@ -221,17 +243,16 @@ def main(argv: list[str]) -> int:
     env["MESA_VAR_DIR"] = str(settings.var_dir)
     if settings.operator_key_file is not None and "MESA_OPERATOR_KEY" not in env:
         env["MESA_OPERATOR_KEY_FILE"] = str(settings.operator_key_file)
-    for name, url_var in (
-        ("ledger", "MESA_LEDGER_URL"),
-        ("engine", "MESA_ENGINE_URL"),
-        ("matchmaking", "MESA_MATCHMAKING_URL"),
+    for name, url_var, configured in (
+        ("ledger", "MESA_LEDGER_URL", settings.ledger_url),
+        ("engine", "MESA_ENGINE_URL", settings.engine_url),
+        ("matchmaking", "MESA_MATCHMAKING_URL", settings.matchmaking_url),
     ):
-        env.setdefault(url_var, settings.url_of(name))
-    if args.engines > 1 and not settings.engine_url:
-        # Every caller knows every engine replica and routes each match to its owner.
-        env["MESA_ENGINE_URL"] = ",".join(
-            f"http://{settings.host}:{c.port}" for c in children if c.service == "engine"
-        )
+        if not configured:
+            # Every caller knows every engine replica and routes each match to its owner.
+            env[url_var] = ",".join(
+                internal_url(settings, c) for c in children if c.service == name
+            )
 
     supervisor = Supervisor(settings, children, env)
 
@@ -264,7 +285,8 @@ def main(argv: list[str]) -> int:
             state = {"pid": os.getpid(), "urls": urls, "database_url": settings.database_url}
             (settings.var_dir / "up.json").write_text(json.dumps(state, indent=2))
             for c in children:
-                _say(f"{c.name:<12} {urls[c.name]}")
+                internal = f" (internal calls: {c.socket})" if c.socket is not None else ""
+                _say(f"{c.name:<12} {urls[c.name]}{internal}")
             _say(f"web page: {urls[children[-1].name if args.gateways == 1 else 'gateway-0']}/")
             if args.demo:
                 import asyncio

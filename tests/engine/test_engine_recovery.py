@@ -111,12 +111,23 @@ def test_engine_e2e_kill_mid_hand_and_continue(
         "MESA_VAR_DIR": str(tmp_path),
         "MESA_OPERATOR_KEY": os.urandom(32).hex(),
         "MESA_LOG_LEVEL": "warning",
+        # also on a Unix socket, as `mesa up` runs it: the kill below leaves the socket file
+        "MESA_ENGINE_SOCKET": str(tmp_path / "engine.sock"),
     }
     h = auth(internal_secret)
     log = tmp_path / "engine.log"
     proc = _start(env, log)
     try:
         _wait_up(url, proc)
+        # a second server may not take over a socket that a live one listens on
+        rival = subprocess.run(
+            [sys.executable, "-m", "services.cli", "serve", "engine", "--port", str(free_port())],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert rival.returncode == 3 and "in use by a running server" in rival.stderr
         with httpx.Client(base_url=url, headers=h, timeout=10) as c:
             assert (
                 c.post(
@@ -151,15 +162,21 @@ def test_engine_e2e_kill_mid_hand_and_continue(
             views = [c.get(f"/internal/matches/e2e1/seats/{s}/view").json() for s in (0, 1)]
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
+        assert (tmp_path / "engine.sock").is_socket()  # left behind by the killed process
         proc = _start(env, log)
         _wait_up(url, proc)
-        with httpx.Client(base_url=url, headers=h, timeout=10) as c:
+        # the restarted engine took the dead one's socket over: the rest goes through it
+        over_socket = httpx.HTTPTransport(uds=str(tmp_path / "engine.sock"))
+        with httpx.Client(base_url=url, headers=h, timeout=10, transport=over_socket) as c:
             st2 = c.get("/internal/matches/e2e1").json()
             assert st2["seq"] == st["seq"] and st2["table"] == st["table"]
             views2 = [c.get(f"/internal/matches/e2e1/seats/{s}/view").json() for s in (0, 1)]
             assert [v["hand"] for v in views2] == [v["hand"] for v in views]
             act()
             assert c.get("/internal/matches/e2e1").json()["seq"] > st["seq"]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        assert not (tmp_path / "engine.sock").exists()  # a clean stop removes its socket
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

@@ -41,6 +41,10 @@ def test_unknown_variable_is_named():
         ("MESA_INTERNAL_SECRET", "abcd"),
         ("MESA_COMMISSION_RATE_BP", "10.5"),
         ("MESA_LEDGER_URL", "ftp://x"),
+        ("MESA_LEDGER_URL", "http+unix:///var/run/ledger.sock"),
+        ("MESA_LEDGER_URL", "http+unix://relative.sock"),
+        ("MESA_LEDGER_SOCKET", "relative.sock"),
+        ("MESA_ENGINE_SOCKET", "/" + "x" * 120),
         ("MESA_CURRENCY", "usd"),
     ],
 )
@@ -55,3 +59,18 @@ def test_every_variable_is_documented_in_readme():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [name for name in VARIABLES if name not in readme]
     assert not missing, f"README configuration table lacks {missing}"
+
+
+def test_unix_socket_urls_round_trip():
+    from pathlib import Path
+
+    from services.common.config import unix_socket_path, unix_socket_url
+
+    url = unix_socket_url(Path("/var/run/mesa ledger.sock"))
+    assert url == "http+unix://%2Fvar%2Frun%2Fmesa%20ledger.sock"
+    assert unix_socket_path(url) == "/var/run/mesa ledger.sock"
+    assert unix_socket_path("http://127.0.0.1:8001") is None
+    settings = load_settings({"MESA_LEDGER_URL": url, "MESA_LEDGER_SOCKET": "/tmp/l.sock"})
+    assert settings.url_of("ledger") == url
+    assert settings.socket_of("ledger") == Path("/tmp/l.sock")
+    assert settings.socket_of("gateway") is None

@@ -40,9 +40,16 @@ class Seen(msgspec.Struct):
 CLIENT_PORTS: set[int] = set()
 
 
+def _client_port(request: Request) -> int:  # type: ignore[type-arg]
+    client = request.scope["client"]
+    return client[1] if client else 0  # a Unix socket's peer has no address
+
+
+
+
 @get("/internal/seen")
 async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
-    CLIENT_PORTS.add(request.scope["client"][1])
+    CLIENT_PORTS.add(_client_port(request))
     return Seen(
         request_id=request.scope["state"].get("request_id"),
         caller=request.scope["state"].get("caller"),
@@ -52,7 +59,7 @@ async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
 
 @post("/internal/echo", status_code=200)
 async def echo(request: Request, data: JSONBody[Echo]) -> Echo:  # type: ignore[type-arg]
-    CLIENT_PORTS.add(request.scope["client"][1])
+    CLIENT_PORTS.add(_client_port(request))
     if data.amount_cents == 409:
         raise conflict("already_done", "that was done before")
     if data.amount_cents == 503:
@@ -131,6 +138,38 @@ async def test_round_trip_refusals_and_failures(settings):
             await client.post("/internal/echo", Echo(503), Echo)
         # Refusals are complete responses: the one connection carried all of them.
         assert len(CLIENT_PORTS) == 1
+
+
+async def test_a_unix_socket_serves_internal_calls_beside_tcp(settings, tmp_path):
+    """`mesa serve` with a socket: the same app on TCP and on the socket at once; an
+    `http+unix://` base URL reaches it through the same pool, credential and all."""
+    from services.common.config import unix_socket_url
+    from services.common.serve import HttpProtocol
+
+    path = tmp_path / "ledger.sock"
+    async with (
+        serving(settings, unix_socket=path, http=HttpProtocol) as server,
+        client_of(unix_socket_url(path), settings) as client,
+        client_of(server.url, settings) as over_tcp,
+    ):
+        assert client._pool is not None and client._pool.unix_path == str(path)
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        for i in range(3):
+            assert await client.post("/internal/echo", Echo(i, "é"), Echo) == Echo(i, "é")
+        assert await over_tcp.post("/internal/echo", Echo(5), Echo) == Echo(5)
+        with pytest.raises(RemoteError) as refused:
+            await client.post("/internal/echo", Echo(409), Echo)
+        assert (refused.value.status, refused.value.code) == (409, "already_done")
+        assert (await client.get("/internal/seen", Seen, params={"a": 1})).caller == "matchmaking"
+        async with client_of(unix_socket_url(path), make_settings("", b"z" * 32)) as stranger:
+            with pytest.raises(RemoteError) as unknown:
+                await stranger.get("/internal/seen", Seen)
+        assert unknown.value.status == 401
+        # keep-alive over the socket too: one connection for all the calls above
+        assert client._pool.connections_opened == 1
+    async with client_of(unix_socket_url(path), settings) as client:
+        with pytest.raises(ServiceUnavailable, match="ConnectError"):
+            await client.post("/internal/echo", Echo(1), Echo)
 
 
 async def test_credential_and_request_id_are_carried(settings, internal_secret):

@@ -109,3 +109,33 @@ async def test_a_handler_failing_after_its_headers_closes_the_connection() -> No
     writes: list[bytes] = []
     (answer,) = await _exchange(_counting(HttpProtocol, writes), ["/broken"])
     assert answer == b""  # neither headers nor a body: the connection closed (read to EOF)
+
+
+def test_unix_socket_binding_replaces_only_a_dead_socket(tmp_path):
+    import socket as sockets
+
+    import pytest
+
+    from services.common.serve import SocketInUse, bind_unix_socket
+
+    path = tmp_path / "run" / "ledger.sock"
+    live = bind_unix_socket(path)  # the folder is created
+    try:
+        assert path.is_socket() and oct(path.stat().st_mode & 0o777) == "0o600"
+        live.listen(1)
+        with pytest.raises(SocketInUse, match="in use by a running server"):
+            bind_unix_socket(path)
+    finally:
+        live.close()  # the file stays, as after a kill -9: nobody listens on it now
+    assert path.is_socket()
+    replaced = bind_unix_socket(path)
+    replaced.listen(1)
+    probe = sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM)
+    probe.connect(str(path))
+    probe.close()
+    replaced.close()
+    path.unlink()
+    path.write_text("not a socket")
+    with pytest.raises(SocketInUse, match="not a socket"):
+        bind_unix_socket(path)
+    assert path.read_text() == "not a socket"

@@ -82,6 +82,28 @@ def test_up_serves_four_health_endpoints(running_platform):
         assert response.json() == {"service": name, "version": "0.1.0", "database": "ok"}
 
 
+def test_internal_services_listen_on_their_unix_sockets(running_platform):
+    """`mesa up` points the services' URLs at each other's sockets in var/run (the wallet call
+    below goes gateway -> ledger over one); TCP stays for health checks and other hosts."""
+    _, env, lines, _ = running_platform
+    run = Path(env["MESA_VAR_DIR"]) / "run"
+    guarded = {"ledger": "/v1/holds", "engine": "/internal/matches", "matchmaking": "/v1/leave"}
+    for name, guarded_path in guarded.items():
+        path = run / f"{name}.sock"
+        assert f"(internal calls: {path})" in "\n".join(lines)
+        assert path.is_socket() and oct(path.stat().st_mode & 0o777) == "0o600"
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(path)), timeout=5) as client:
+            health = client.get("http://localhost/health")
+            assert health.json()["service"] == name
+            refused = client.post(f"http://localhost{guarded_path}", json={})
+            assert refused.status_code == 401, (name, refused.text)
+    assert sorted(p.name for p in run.iterdir()) == [
+        "engine.sock",
+        "ledger.sock",
+        "matchmaking.sock",
+    ]
+
+
 def test_demo_accounts_are_printed_and_can_sign_in(running_platform):
     _, env, lines, _ = running_platform
     text = "\n".join(lines)

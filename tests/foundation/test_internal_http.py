@@ -45,8 +45,6 @@ def _client_port(request: Request) -> int:  # type: ignore[type-arg]
     return client[1] if client else 0  # a Unix socket's peer has no address
 
 
-
-
 @get("/internal/seen")
 async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
     CLIENT_PORTS.add(_client_port(request))

@@ -10,6 +10,7 @@ service in its own process, the clients in this one. Results: bench/results/ledg
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import secrets
@@ -40,11 +41,14 @@ PLAYERS = 64
 # Enough started matches for every settlement cell: the service's runs with their warm-ups and
 # the pgbench ceilings (the batched one at 32 clients alone settles ~20,000 in 3 s).
 MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "110000"))
-# The service is called as `mesa up` deploys it: over its Unix socket, by the services' own
-# InternalClient (`internal`) and by a minimal keep-alive HTTP/1.1 client (`raw`: the client's
-# own CPU, on the same two cores, is then least in the way of the service's). `raw-tcp` is the
-# minimal client over loopback TCP, as a caller on another host would come.
-CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw,raw-tcp").split(","))
+# The service is called as `mesa up` deploys it, over its Unix socket, by three clients in
+# turn: the services' own InternalClient (`internal`); a minimal keep-alive HTTP/1.1 client in
+# Python (`raw`); and `c`, bench/loadgen.c (built here with the C compiler, skipped without
+# one), which like pgbench for the ceiling spends a few microseconds of CPU per request where
+# the Python clients spend 25-60 on the same two cores as the service and PostgreSQL.
+# `raw-tcp` is the Python client over loopback TCP, as a caller on another host would come.
+CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw,c,raw-tcp").split(","))
+LOADGEN_SOURCE = Path(__file__).resolve().parent / "loadgen.c"
 TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}
 
 HOLD_SQL = (
@@ -331,6 +335,69 @@ async def _http_run(
     }
 
 
+def build_loadgen(folder: Path) -> Path | None:
+    """bench/loadgen.c compiled into `folder`; None (and why, printed) without a C compiler."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        print("no C compiler (cc, gcc): the `c` client is skipped", flush=True)
+        return None
+    binary = folder / "loadgen"
+    out = subprocess.run(
+        [compiler, "-O2", "-Wall", "-o", str(binary), str(LOADGEN_SOURCE)],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0:
+        print(f"bench/loadgen.c did not compile, the `c` client is skipped:\n{out.stderr}")
+        return None
+    return binary
+
+
+def loadgen(
+    binary: Path, socket_path: str, secret: bytes, kind: str, clients: int, seconds: float,
+    counter: list[int],
+) -> dict[str, Any]:  # fmt: skip
+    """One closed-loop run of bench/loadgen.c over the service's socket: its JSON result.
+    Settlements take the started matches after `counter[0]`, which moves past them."""
+    args = [
+        str(binary), "--unix", socket_path, "--kind", kind, "--clients", str(clients),
+        "--seconds", str(seconds), "--auth", header_value(secret, "bench", ttl_s=600),
+    ]  # fmt: skip
+    if kind == "settle":
+        args += ["--first-match", str(counter[0] + 1), "--last-match", str(MATCHES)]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60)
+    if out.returncode != 0:
+        raise RuntimeError(f"loadgen failed ({out.returncode}): {out.stderr.strip()[-300:]}")
+    result: dict[str, Any] = json.loads(out.stdout)
+    if kind == "settle":
+        counter[0] = int(result["next_match"]) - 1
+    return result
+
+
+def _c_run(
+    binary: Path, base: str, socket_path: str, secret: bytes, kind: str, clients: int,
+    counter: list[int],
+) -> dict[str, Any]:  # fmt: skip
+    """As `_http_run`, driven by bench/loadgen.c: a warm-up run, then the measured one."""
+    loadgen(binary, socket_path, secret, kind, clients, WARMUP_SECONDS, counter)
+    calls_before, ops_before = _commit_counters(base)
+    res = loadgen(binary, socket_path, secret, kind, clients, SECONDS, counter)
+    calls_after, ops_after = _commit_counters(base)
+    return {
+        "client": "c",
+        "clients": clients,
+        "operations": res["operations"],
+        "per_s": res["per_s"],
+        "p50_ms": res["p50_ms"],
+        "p99_ms": res["p99_ms"],
+        "errors": res["errors"],
+        "first_error": res["first_error"] or None,
+        "operations_per_commit": round(
+            (ops_after - ops_before) / max(1.0, calls_after - calls_before), 2
+        ),
+    }
+
+
 def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
@@ -403,7 +470,10 @@ def main() -> dict[str, Any]:
         else:
             raise RuntimeError("ledger service did not start")
 
+        binary = build_loadgen(tmp) if "c" in CLIENTS else None
+        clients_run = tuple(c for c in CLIENTS if c != "c" or binary is not None)
         results: dict[str, Any] = {
+            "clients": list(clients_run),
             "setup_seconds": round(setup_s, 1),
             "seconds_per_run": SECONDS,
             "load_average_at_start": os.getloadavg()[0],
@@ -417,13 +487,18 @@ def main() -> dict[str, Any]:
         for kind in ("hold", "settle"):
             for clients in CONCURRENCY:
                 row: dict[str, Any] = {}
-                for client in CLIENTS:
+                for client in clients_run:
                     chain_sealed()
                     if kind == "settle":
                         counter[0] = asyncio.run(_next_match(url))
-                    res = asyncio.run(
-                        _http_run(base, port, socket_path, secret, kind, clients, counter, client)
-                    )
+                    if client == "c" and binary is not None:
+                        res = _c_run(binary, base, socket_path, secret, kind, clients, counter)
+                    else:
+                        res = asyncio.run(
+                            _http_run(
+                                base, port, socket_path, secret, kind, clients, counter, client
+                            )
+                        )
                     if kind == "settle":
                         asyncio.run(_bump(url, counter[0]))
                     row[f"service_{client}"] = res
@@ -433,7 +508,8 @@ def main() -> dict[str, Any]:
                 # The same SQL as the service sends: post_batch calls of its mean batch size,
                 # with as many operations in flight as the service's clients had.
                 size = max(
-                    1, round(max(row[f"service_{cl}"]["operations_per_commit"] for cl in CLIENTS))
+                    1,
+                    round(max(row[f"service_{cl}"]["operations_per_commit"] for cl in clients_run)),
                 )
                 script = hold_batch_sql(size) if kind == "hold" else settle_batch_sql(size)
                 chain_sealed()
@@ -441,7 +517,7 @@ def main() -> dict[str, Any]:
                 batched["batch_size"] = size
                 batched["per_s"] = round(batched["per_s"] * size, 1)  # operations, not calls
                 row["pgbench_same_batches"] = batched
-                for client in CLIENTS:
+                for client in clients_run:
                     res = row[f"service_{client}"]
                     ratio = res["per_s"] / pgb["per_s"] if pgb["per_s"] else 0.0
                     same = res["per_s"] / batched["per_s"] if batched["per_s"] else 0.0
@@ -460,7 +536,7 @@ def main() -> dict[str, Any]:
             kind: max(
                 results[f"{kind}_{c}"][f"service_{cl}"]["per_s"]
                 for c in CONCURRENCY
-                for cl in CLIENTS
+                for cl in clients_run
             )
             for kind in ("hold", "settle")
         }
@@ -471,13 +547,15 @@ def main() -> dict[str, Any]:
             "settlements_per_s": best["settle"] >= TARGETS["settlements_per_s"],
             # against the ceiling of the SQL the service really sends (its batches)
             "ratio": all(
-                max(results[f"{k}_{c}"][f"ratio_{cl}_to_pgbench_same_batches"] for cl in CLIENTS)
+                max(
+                    results[f"{k}_{c}"][f"ratio_{cl}_to_pgbench_same_batches"] for cl in clients_run
+                )
                 >= TARGETS["ratio"]
                 for k in ("hold", "settle")
                 for c in CONCURRENCY
             ),
             "p99_at_8": all(
-                min(results[f"{k}_8"][f"service_{cl}"]["p99_ms"] for cl in CLIENTS)
+                min(results[f"{k}_8"][f"service_{cl}"]["p99_ms"] for cl in clients_run)
                 < TARGETS["p99_ms_at_8"]
                 for k in ("hold", "settle")
             ),

@@ -8,6 +8,7 @@ brings its own authentication.
 from __future__ import annotations
 
 import gc
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -122,7 +123,15 @@ class RequestGuard:
     middleware below, or `DirectDispatch` in the services' HTTP protocol): the request id, the
     service credential (internal services), and the request's metrics and log line."""
 
-    __slots__ = ("auth_key", "meters", "public", "request_id_key", "secret", "service")
+    __slots__ = (
+        "auth_key",
+        "log_requests",
+        "meters",
+        "public",
+        "request_id_key",
+        "secret",
+        "service",
+    )
 
     def __init__(self, service: str, settings: Settings, public: bool) -> None:
         self.service = service
@@ -134,6 +143,9 @@ class RequestGuard:
         # a key of its own each time. Bounded: methods and status classes are few, routes are
         # templates; beyond the bound, `labels()` as before.
         self.meters: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        # The request line is a debug line: below that level it is not even built. (Logging is
+        # configured before the app is made: `mesa serve`.)
+        self.log_requests = bool(log.is_enabled_for(logging.DEBUG))
 
     def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None]:
         """(request id: the caller's if well formed, else a new one; the credential header)."""
@@ -156,6 +168,8 @@ class RequestGuard:
     def answered(self, method: str, path: str, status: int, started: float) -> None:
         """Logged before the response leaves, so a client that has its answer can rely on the
         line being written (duration: until the response starts)."""
+        if not self.log_requests:
+            return
         log.debug(
             "request",
             method=method,

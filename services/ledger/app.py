@@ -92,6 +92,10 @@ def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
 
 
+# LEDGER_POSTINGS' child per operation: `labels()` takes a lock and builds its key each time.
+_POSTINGS: dict[str, Any] = {}
+
+
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
@@ -103,7 +107,10 @@ async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
             raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
         raise ServiceError(exc.status, exc.code, exc.detail) from None
     if '"replayed"' not in raw:
-        LEDGER_POSTINGS.labels(operation).inc()
+        counter = _POSTINGS.get(operation)
+        if counter is None:  # operations are the routes' literals: a handful of entries
+            counter = _POSTINGS[operation] = LEDGER_POSTINGS.labels(operation)
+        counter.inc()
     return raw.encode()
 
 

@@ -26,7 +26,7 @@ import asyncpg
 import httpx
 import msgspec
 
-from bench.common import percentile, write_result
+from bench.common import busy_since, cpu_jiffies, percentile, write_result
 from ledger import chain
 from services.common.auth import header_value
 from services.common.config import Settings, unix_socket_url
@@ -311,10 +311,12 @@ async def _http_run(
         warm_until = time.perf_counter() + WARMUP_SECONDS
         await asyncio.gather(*(one(c, warm_until, False) for c in range(clients)))
         calls_before, ops_before = _commit_counters(base)
+        cpu_before = cpu_jiffies()
         began = time.perf_counter()
         stop_at = began + SECONDS
         await asyncio.gather(*(one(c, stop_at, True) for c in range(clients)))
         elapsed = time.perf_counter() - began
+        busy = busy_since(cpu_before)
         calls_after, ops_after = _commit_counters(base)
         if internal is not None:
             await internal.aclose()
@@ -332,6 +334,9 @@ async def _http_run(
         "operations_per_commit": round(
             (ops_after - ops_before) / max(1.0, calls_after - calls_before), 2
         ),
+        # the machine's CPU busy share over the measured run (2 cores: service, PostgreSQL
+        # and client together)
+        "cpu_busy": busy,
     }
 
 
@@ -381,7 +386,9 @@ def _c_run(
     """As `_http_run`, driven by bench/loadgen.c: a warm-up run, then the measured one."""
     loadgen(binary, socket_path, secret, kind, clients, WARMUP_SECONDS, counter)
     calls_before, ops_before = _commit_counters(base)
+    cpu_before = cpu_jiffies()
     res = loadgen(binary, socket_path, secret, kind, clients, SECONDS, counter)
+    busy = busy_since(cpu_before)
     calls_after, ops_after = _commit_counters(base)
     return {
         "client": "c",
@@ -395,6 +402,9 @@ def _c_run(
         "operations_per_commit": round(
             (ops_after - ops_before) / max(1.0, calls_after - calls_before), 2
         ),
+        # the machine's CPU busy share over the measured run (2 cores: service, PostgreSQL
+        # and client together)
+        "cpu_busy": busy,
     }
 
 
@@ -410,7 +420,9 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
         "-n", "-M", "prepared", "-c", str(clients), "-j", str(min(clients, 4)),
         "-T", str(max(1, int(SECONDS))), "-f", path, dbname,
     ]  # fmt: skip
+    cpu_before = cpu_jiffies()
     out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    busy = busy_since(cpu_before)
     os.unlink(path)
     tps = re.search(r"tps = ([0-9.]+)", out.stdout)
     lat = re.search(r"latency average = ([0-9.]+) ms", out.stdout)
@@ -421,6 +433,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
         "latency_avg_ms": float(lat.group(1)) if lat else None,
         "failed": int(failed.group(1)) if failed else None,
         "error": None if out.returncode == 0 else out.stderr.strip()[-300:],
+        "cpu_busy": busy,
     }
 
 
@@ -526,9 +539,11 @@ def main() -> dict[str, Any]:
                     print(
                         f"{kind:6} clients={clients:2} {client:5}: service {res['per_s']:8.1f}/s "
                         f"p50 {res['p50_ms']:7.2f} ms p99 {res['p99_ms']:7.2f} ms "
-                        f"errors {res['errors']} ops/commit {res['operations_per_commit']} | "
+                        f"errors {res['errors']} ops/commit {res['operations_per_commit']} "
+                        f"busy {res['cpu_busy']:.0%} | "
                         f"pgbench one op a call {pgb['per_s']:8.1f}/s ratio {ratio:.2f} | "
-                        f"pgbench batches of {size} {batched['per_s']:8.1f}/s ratio {same:.2f}",
+                        f"pgbench batches of {size} {batched['per_s']:8.1f}/s ratio {same:.2f} "
+                        f"busy {batched['cpu_busy']:.0%}",
                         flush=True,
                     )
                 results[f"{kind}_{clients}"] = row

@@ -35,3 +35,17 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
         return 0.0
     index = min(len(sorted_values) - 1, max(0, int(fraction * len(sorted_values) + 0.5) - 1))
     return sorted_values[index]
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) CPU time of the whole machine so far, in clock ticks (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_since(before: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was busy since `before` (`cpu_jiffies()`)."""
+    busy, total = cpu_jiffies()
+    return round((busy - before[0]) / max(1, total - before[1]), 3)

@@ -28,6 +28,8 @@ import msgspec
 
 from bench.common import busy_since, cpu_jiffies, percentile, write_result
 from ledger import chain
+from ledger.batch import GroupCommit
+from ledger.ops import Ledger, Seat
 from services.common.auth import header_value
 from services.common.config import Settings, unix_socket_url
 from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
@@ -39,8 +41,9 @@ WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
 CONCURRENCY = (8, 32)
 PLAYERS = 64
 # Enough started matches for every settlement cell: the service's runs with their warm-ups and
-# the pgbench ceilings (the batched one at 32 clients alone settles ~20,000 in 3 s).
-MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "110000"))
+# the pgbench ceilings. Measured: one bench used about 116,000 (four clients; the batched
+# ceiling at 32 clients alone settles 10,000-15,000 in 3 s). 110,000 ran out in one run.
+MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "160000"))
 # The service is called as `mesa up` deploys it, over its Unix socket, by three clients in
 # turn: the services' own InternalClient (`internal`); a minimal keep-alive HTTP/1.1 client in
 # Python (`raw`); and `c`, bench/loadgen.c (built here with the C compiler, skipped without
@@ -122,17 +125,36 @@ def serve(port: int, socket_path: str) -> int:
     return run_app(server_app(), "ledger", "127.0.0.1", port, Path(socket_path))
 
 
-_SETUP_MATCHES_SQL = """
-SELECT ledger.hold('bh-' || n || '-a', '\\x00'::bytea, 'bp' || (n % 64),
-                   'bm-' || n || '-a', 100, 'USD', 'bench'),
-       ledger.hold('bh-' || n || '-b', '\\x00'::bytea, 'bp' || ((n + 1) % 64),
-                   'bm-' || n || '-b', 100, 'USD', 'bench'),
-       ledger.start_match('bs-' || n, '\\x00'::bytea, 'bm-' || n, 'bronze',
-                          'dominicana', 'USD', ARRAY[0, 1],
-                          ARRAY['bp' || (n % 64), 'bp' || ((n + 1) % 64)],
-                          ARRAY['bm-' || n || '-a', 'bm-' || n || '-b'])
-FROM generate_series($1::int, $2::int) n
-"""
+# Matches set up at once, each worker one match at a time (two holds, then the start).
+SETUP_WORKERS = 64
+
+
+async def _start_matches(url: str) -> None:
+    """MATCHES two-seat matches, started and waiting for their settlement: match n seats
+    players n%64 and (n+1)%64. Through the service's group commit (`ledger.post_batch`, up to
+    32 operations a transaction): one function call per operation in chunks of 500 matches a
+    statement took about 5 minutes for 110,000 matches, and every settlement cell of the bench
+    needs its own matches."""
+    ledger = await Ledger.connect(url, max_size=8, application_name="bench-setup")
+    group = GroupCommit(ledger)
+    numbers = iter(range(1, MATCHES + 1))
+
+    async def worker() -> None:
+        for n in numbers:
+            a, b = f"bp{n % PLAYERS}", f"bp{(n + 1) % PLAYERS}"
+            seats = [Seat(0, a, f"bm-{n}-a"), Seat(1, b, f"bm-{n}-b")]
+            for seat in seats:
+                key = f"bh-{n}-{seat.reservation_id[-1]}"
+                args = ledger.hold_args(key, seat.player, seat.reservation_id, 100, "USD", "bench")
+                await group.call("hold", *args)
+            args = ledger.start_args(f"bs-{n}", f"bm-{n}", "bronze", "dominicana", seats, "USD")
+            await group.call("start", *args)
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(SETUP_WORKERS)))
+    finally:
+        await group.close()
+        await ledger.pool.close()
 
 
 async def _setup(url: str) -> None:
@@ -147,15 +169,7 @@ async def _setup(url: str) -> None:
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,
         )
-        # MATCHES two-seat matches, started and waiting for their settlement; players n%64,
-        # (n+1)%64. (One connection: chunks in parallel would lock the same 64 wallets.) Chunks
-        # of 500 matches a transaction: setting up 10,000 matches took 6.9-8.4 s so, 7.8 s in
-        # chunks of 1,000, 12.2 s of 5,000, 20.7 s of 100. (Presumably the long chunks walk
-        # the wallets' unprunable row versions of their own transaction; not measured.) The
-        # whole setup of 110,000 matches still takes about 5 minutes.
-        step = 500
-        for lo in range(1, MATCHES + 1, step):
-            await conn.execute(_SETUP_MATCHES_SQL, lo, min(MATCHES, lo + step - 1))
+        await _start_matches(url)
         # Seal the setup's entries now: otherwise the service's sealer spends the first run
         # catching up on them, which no steady state sees.
         while await chain.seal(conn, max_entries=200_000):

@@ -41,8 +41,8 @@ WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
 CONCURRENCY = (8, 32)
 PLAYERS = 64
 # Enough started matches for every settlement cell: the service's runs with their warm-ups and
-# the pgbench ceilings. Measured: one bench used about 116,000 (four clients; the batched
-# ceiling at 32 clients alone settles 10,000-15,000 in 3 s). 110,000 ran out in one run.
+# the pgbench ceilings: about 116,000 at one run's rates with four clients (computed; the
+# batched ceiling at 32 clients alone settles 10,000-15,000 in 3 s). 110,000 ran out once.
 MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "160000"))
 # The service is called as `mesa up` deploys it, over its Unix socket, by three clients in
 # turn: the services' own InternalClient (`internal`); a minimal keep-alive HTTP/1.1 client in

@@ -228,6 +228,9 @@ def main(argv: list[str]) -> int:
         return 1
 
     children = build_children(settings, args.engines, args.gateways)
+    for c in children:
+        if c.service in SOCKET_VARIABLES and c.socket is None:
+            _say(f"{c.name}: its socket path in {settings.var_dir} is too long; called over TCP")
     busy = [c for c in children if not port_is_free(settings.host, c.port)]
     if busy:
         for c in busy:

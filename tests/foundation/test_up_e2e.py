@@ -201,3 +201,23 @@ def test_bad_configuration_fails_naming_the_variable(tmp_path):
     assert result.returncode == 2
     assert "MESA_LOG_FORMAT" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
+    from services.common.config import load_settings
+    from services.common.up import build_children, internal_url
+
+    deep = tmp_path / ("d" * 90)
+    settings = load_settings({"MESA_VAR_DIR": str(deep)})
+    children = build_children(settings, engines=2, gateways=1)
+    assert [c.socket for c in children] == [None, None, None, None, None]
+    assert internal_url(settings, children[0]) == f"http://127.0.0.1:{settings.ledger_port}"
+    short = build_children(load_settings({"MESA_VAR_DIR": str(tmp_path)}), 2, 1)
+    assert [c.socket.name if c.socket else None for c in short] == [
+        "ledger.sock",
+        "engine-0.sock",
+        "engine-1.sock",
+        "matchmaking.sock",
+        None,  # the gateway serves browsers over TCP only
+    ]
+    assert internal_url(settings, short[1]).startswith("http+unix://%2F")

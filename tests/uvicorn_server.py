@@ -9,6 +9,7 @@ from typing import Any
 import uvicorn
 
 from services.common.embedded_pg import free_port
+from services.common.serve import ServerWithSocket
 
 START_POLLS = 500  # of 10 ms: uvicorn offers a flag, not an event, for "listening"
 STOP_TIMEOUT_S = 10.0
@@ -17,22 +18,20 @@ STOP_TIMEOUT_S = 10.0
 class UvicornServer:
     """`async with UvicornServer(app, **config) as served:` serves `app` at `served.url`
     (`config`: uvicorn's own settings, e.g. `http=`, `lifespan=`); leaving stops it. With
-    `unix_socket`, also there, as `mesa serve` does (`bind_unix_socket`)."""
+    `unix_socket`, also there, as `mesa serve` does (`ServerWithSocket`)."""
 
     def __init__(self, app: Any, unix_socket: Path | None = None, **config: Any) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.config = uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
-        self.server = uvicorn.Server(self.config)
-        self.unix_socket = unix_socket
+        config_ = uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
+        self.server = uvicorn.Server(config_)
+        self.with_socket: ServerWithSocket | None = None
+        if unix_socket is not None:
+            self.server = self.with_socket = ServerWithSocket(config_, unix_socket)
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> UvicornServer:
-        sockets = None
-        if self.unix_socket is not None:
-            from services.common.serve import bind_unix_socket
-
-            sockets = [self.config.bind_socket(), bind_unix_socket(self.unix_socket)]
+        sockets = self.with_socket.bind() if self.with_socket is not None else None
         self.task = asyncio.create_task(self.server.serve(sockets=sockets))
         for _ in range(START_POLLS):
             if self.server.started:

@@ -47,7 +47,7 @@ from services.common.direct import (
 from services.common.errors import ServiceError
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
-from services.common.metrics import REQUEST_SECONDS, REQUESTS, render
+from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
 
 log = get_logger()
 
@@ -114,7 +114,6 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
-_MAX_METERS = 512
 _VERIFIED = VerifiedTokens()
 
 
@@ -126,7 +125,6 @@ class RequestGuard:
     __slots__ = (
         "auth_key",
         "log_requests",
-        "meters",
         "public",
         "request_id_key",
         "secret",
@@ -139,10 +137,6 @@ class RequestGuard:
         self.secret = settings.internal_secret
         self.request_id_key = REQUEST_ID_HEADER.lower().encode()
         self.auth_key = AUTH_HEADER.lower().encode()
-        # The metrics' children by (method, route, status class): `labels()` costs a lock and
-        # a key of its own each time. Bounded: methods and status classes are few, routes are
-        # templates; beyond the bound, `labels()` as before.
-        self.meters: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         # The request line is a debug line: below that level it is not even built. (Logging is
         # configured before the app is made: `mesa serve`.)
         self.log_requests = bool(log.is_enabled_for(logging.DEBUG))
@@ -179,17 +173,8 @@ class RequestGuard:
         )
 
     def finished(self, method: str, route: str, status: int, elapsed_s: float) -> None:
-        key = (method, route, status // 100)
-        meters = self.meters.get(key)
-        if meters is None:
-            meters = (
-                REQUESTS.labels(self.service, method, route, f"{status // 100}xx"),
-                REQUEST_SECONDS.labels(self.service, route),
-            )
-            if len(self.meters) < _MAX_METERS:
-                self.meters[key] = meters
-        meters[0].inc()
-        meters[1].observe(elapsed_s)
+        child(REQUESTS, self.service, method, route, f"{status // 100}xx").inc()
+        child(REQUEST_SECONDS, self.service, route).observe(elapsed_s)
 
 
 def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:

@@ -6,6 +6,8 @@ never the raw path, so a client cannot create unbounded series by varying ids.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import generate_latest as _generate_latest
 
@@ -85,6 +87,24 @@ GC_PAUSE_SECONDS = Histogram(
     buckets=_STALL_BUCKETS_S,
     registry=REGISTRY,
 )
+
+
+# Labelled children looked up on hot paths, by (metric, label values): `labels()` takes a lock
+# and builds its key on every call. Bounded: label values are route templates, methods, status
+# classes, operation names; beyond the bound, `labels()` as before.
+_CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}
+_MAX_CHILDREN = 1024
+
+
+def child(metric: Any, *label_values: str) -> Any:
+    """`metric.labels(*label_values)`, kept after the first call."""
+    key = (metric, label_values)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = metric.labels(*label_values)
+        if len(_CHILDREN) < _MAX_CHILDREN:
+            _CHILDREN[key] = found
+    return found
 
 
 def render() -> tuple[bytes, str]:

@@ -331,8 +331,9 @@ def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | No
         return 0
     # Both at once: TCP for the health checks, metrics and callers on other hosts; the Unix
     # socket for the services on this host (`mesa up` points their URLs at it).
+    server = ServerWithSocket(config, socket_path)
     try:
-        unix = bind_unix_socket(socket_path)
+        sockets = server.bind()
     except (SocketInUse, OSError) as exc:
         print(
             f"mesa serve: socket for {service} ({SOCKET_VARIABLES[service]}): {exc}",
@@ -340,17 +341,24 @@ def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | No
         )
         return 3
     get_logger().info("service_socket", path=str(socket_path))
-    _ServerWithSocket(config, socket_path).run(sockets=[config.bind_socket(), unix])
+    server.run(sockets=sockets)
     return 0
 
 
-class _ServerWithSocket(uvicorn.Server):
-    """Removes its socket file once it has stopped serving. (Not after `run` returns: uvicorn
-    raises a captured SIGTERM again once the server is down, which ends the process there.)"""
+class ServerWithSocket(uvicorn.Server):
+    """A uvicorn server on its TCP port and on a Unix socket at once (`bind`, then `run` or
+    `serve` with those sockets). Removes its socket file once it has stopped serving. (Not after
+    `run` returns: uvicorn raises a captured SIGTERM again once the server is down, which ends
+    the process there.)"""
 
     def __init__(self, config: uvicorn.Config, socket_path: Path) -> None:
         super().__init__(config)
         self.socket_path = socket_path
+
+    def bind(self) -> list[socket.socket]:
+        """The two listening sockets; SocketInUse or OSError when the Unix socket is taken."""
+        unix = bind_unix_socket(self.socket_path)
+        return [self.config.bind_socket(), unix]
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:

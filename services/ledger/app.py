@@ -37,6 +37,7 @@ from services.common.metrics import (
     OUTSTANDING_HOLDS,
     RECONCILIATION_DISCREPANCIES,
     REGISTRY,
+    child,
 )
 from services.ledger.contract import (
     DepositRequest,
@@ -92,10 +93,6 @@ def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
 
 
-# LEDGER_POSTINGS' child per operation: `labels()` takes a lock and builds its key each time.
-_POSTINGS: dict[str, Any] = {}
-
-
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
@@ -107,10 +104,7 @@ async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
             raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
         raise ServiceError(exc.status, exc.code, exc.detail) from None
     if '"replayed"' not in raw:
-        counter = _POSTINGS.get(operation)
-        if counter is None:  # operations are the routes' literals: a handful of entries
-            counter = _POSTINGS[operation] = LEDGER_POSTINGS.labels(operation)
-        counter.inc()
+        child(LEDGER_POSTINGS, operation).inc()
     return raw.encode()
 
 

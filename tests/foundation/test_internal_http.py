@@ -165,6 +165,7 @@ async def test_a_unix_socket_serves_internal_calls_beside_tcp(settings, tmp_path
         assert unknown.value.status == 401
         # keep-alive over the socket too: one connection for all the calls above
         assert client._pool.connections_opened == 1
+    assert not path.exists()  # removed once the server stopped
     async with client_of(unix_socket_url(path), settings) as client:
         with pytest.raises(ServiceUnavailable, match="ConnectError"):
             await client.post("/internal/echo", Echo(1), Echo)

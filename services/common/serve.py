@@ -356,9 +356,17 @@ class ServerWithSocket(uvicorn.Server):
         self.socket_path = socket_path
 
     def bind(self) -> list[socket.socket]:
-        """The two listening sockets; SocketInUse or OSError when the Unix socket is taken."""
+        """The two listening sockets; SocketInUse or OSError when the Unix socket is taken.
+        If the TCP port cannot be bound (uvicorn logs it and exits), the Unix socket is closed
+        and its file removed: a failed start leaves nothing behind."""
         unix = bind_unix_socket(self.socket_path)
-        return [self.config.bind_socket(), unix]
+        try:
+            tcp = self.config.bind_socket()
+        except BaseException:  # SystemExit from uvicorn, or an OSError
+            unix.close()
+            self.socket_path.unlink(missing_ok=True)
+            raise
+        return [tcp, unix]
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         try:

@@ -139,3 +139,26 @@ def test_unix_socket_binding_replaces_only_a_dead_socket(tmp_path):
     with pytest.raises(SocketInUse, match="not a socket"):
         bind_unix_socket(path)
     assert path.read_text() == "not a socket"
+
+
+def test_a_start_that_cannot_bind_its_port_leaves_no_socket_file(tmp_path):
+    import socket as sockets
+
+    import pytest
+    import uvicorn
+
+    from services.common.serve import ServerWithSocket
+
+    taken = sockets.socket(sockets.AF_INET, sockets.SOCK_STREAM)
+    taken.setsockopt(sockets.SOL_SOCKET, sockets.SO_REUSEADDR, 0)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        port = taken.getsockname()[1]
+        path = tmp_path / "run" / "ledger.sock"
+        server = ServerWithSocket(uvicorn.Config(app=None, host="127.0.0.1", port=port), path)
+        with pytest.raises(SystemExit):  # uvicorn logs that the port is in use and exits
+            server.bind()
+        assert not path.exists()
+    finally:
+        taken.close()

@@ -20,6 +20,7 @@ from services.common.http import (
     ServiceUnavailable,
 )
 from services.common.logging import get_logger
+from services.ledger.contract import REPLICA_FILL
 
 T = TypeVar("T")
 log = get_logger()
@@ -50,6 +51,7 @@ class Backends:
                 timeout_s=timeout,
                 transport=transports.get(name),
                 max_connections=ENGINE_CONNECTIONS if name == "engine" else MAX_CONNECTIONS,
+                fill_first=REPLICA_FILL if name == "ledger" else None,
             )
 
     @property

@@ -148,7 +148,7 @@ def _socket(name: str, raw: str) -> Path:
 
 
 def _urls(name: str, raw: str) -> str:
-    """One base URL, or several comma-separated ones for replicas (engine processes)."""
+    """One base URL, or several comma-separated ones for replicas (engine or ledger processes)."""
     return ",".join(_url(name, part.strip()) for part in raw.split(","))
 
 
@@ -213,7 +213,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_LEDGER_PORT": ("ledger_port", _port, "ledger service port"),
     "MESA_ENGINE_PORT": ("engine_port", _port, "engine service port"),
     "MESA_MATCHMAKING_PORT": ("matchmaking_port", _port, "matchmaking service port"),
-    "MESA_LEDGER_URL": ("ledger_url", _url, "base URL of the ledger service"),
+    "MESA_LEDGER_URL": (
+        "ledger_url",
+        _urls,
+        "base URL of the ledger service; comma-separated for replicas",
+    ),
     "MESA_ENGINE_URL": (
         "engine_url",
         _urls,

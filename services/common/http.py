@@ -80,15 +80,23 @@ class InternalClient:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        fill_first: int | None = None,
     ) -> None:
+        """`base_url`: one base URL, or several comma-separated ones for replicas. Replicas are
+        engine processes, each owning its matches (`_routed`), unless `fill_first` is given:
+        then any replica answers any request, and each request goes to the first replica
+        with fewer than `fill_first` of this client's requests in flight (`_filled`)."""
+        if fill_first is not None and fill_first < 1:
+            raise ValueError("fill_first must be at least 1")
         self._tokens = TokenCache(settings.internal_secret, caller, settings.internal_token_ttl_s)
         self._timeout_s = timeout_s
         self._pool: Http1Pool | None = None
         self._client: httpx.AsyncClient | None = None
-        # Several comma-separated base URLs are replicas (engine processes): see `_routed`.
         self._replicas: list[InternalClient] = []
         self._owners: OrderedDict[str, int] = OrderedDict()
+        self._fill_first = fill_first
         urls = [u.strip() for u in base_url.split(",") if u.strip()]
+        self._in_flight = [0] * len(urls)
         if len(urls) > 1 and transport is None:
             self._replicas = [
                 InternalClient(
@@ -164,6 +172,8 @@ class InternalClient:
         params: dict[str, Any] | None = None,
     ) -> T:
         if self._replicas:
+            if self._fill_first is not None:
+                return await self._filled(method, path, response_type, body, params)
             return await self._routed(method, path, response_type, body, params)
         content = msgspec.json.encode(body) if body is not None else None
         if self._pool is None:
@@ -247,6 +257,49 @@ class InternalClient:
                 if len(self._owners) > MAX_REMEMBERED_OWNERS:
                     self._owners.popitem(last=False)
             return result
+        if last_error is None:
+            raise ServiceUnavailable(f"{method} {path}: no replica")
+        raise last_error
+
+    async def _filled(
+        self,
+        method: str,
+        path: str,
+        response_type: type[T],
+        body: Any,
+        params: dict[str, Any] | None,
+    ) -> T:
+        """Send a request to the first replica with fewer than `fill_first` of this client's
+        requests in flight, or else to the one with the fewest; one that cannot be reached is
+        skipped for the next.
+
+        For the ledger: each replica's group commit posts the requests that arrive together
+        in one transaction, and larger batches cost the database less per operation, so the
+        replicas fill one after another instead of sharing the load evenly (which would halve
+        every batch). A second replica takes requests only beyond what one group commit keeps
+        in a call or two. Sending again to another replica is safe: every write carries its
+        idempotency key, so a request the first replica did post is replayed, not posted
+        twice."""
+        fill = self._fill_first or 1
+        loads = self._in_flight
+        n = len(self._replicas)
+        first = next((i for i in range(n) if loads[i] < fill), None)
+        if first is None:
+            first = min(range(n), key=loads.__getitem__)
+        last_error: ServiceUnavailable | None = None
+        for step in range(n):
+            index = (first + step) % n
+            loads[index] += 1
+            try:
+                return await self._replicas[index].request(
+                    method, path, response_type, body, params
+                )
+            except ServiceUnavailable as exc:
+                if exc.code != "unreachable":
+                    raise
+                last_error = exc
+            finally:
+                loads[index] -= 1
         if last_error is None:
             raise ServiceUnavailable(f"{method} {path}: no replica")
         raise last_error

@@ -165,8 +165,13 @@ class Supervisor:
             self.pg.stop()
 
 
-def build_children(settings: Settings, engines: int, gateways: int) -> list[Child]:
-    children = [Child("ledger", "ledger", settings.ledger_port)]
+def build_children(
+    settings: Settings, engines: int, gateways: int, ledgers: int = 1
+) -> list[Child]:
+    children = []
+    for i in range(ledgers):
+        port = settings.ledger_port + i * REPLICA_PORT_STRIDE
+        children.append(Child(f"ledger-{i}" if ledgers > 1 else "ledger", "ledger", port))
     for i in range(engines):
         port = settings.engine_port + i * REPLICA_PORT_STRIDE
         children.append(Child(f"engine-{i}" if engines > 1 else "engine", "engine", port))
@@ -210,12 +215,13 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="mesa up", description="run the whole platform")
     parser.add_argument("--engines", type=int, default=1, help="engine replicas (default 1)")
     parser.add_argument("--gateways", type=int, default=1, help="gateway replicas (default 1)")
+    parser.add_argument("--ledgers", type=int, default=1, help="ledger replicas (default 1)")
     parser.add_argument(
         "--demo", action="store_true", help="create demo players with play money, print sign-in"
     )
     args = parser.parse_args(argv)
-    if not 1 <= args.engines <= 16 or not 1 <= args.gateways <= 16:
-        _say("--engines and --gateways must be between 1 and 16")
+    if not all(1 <= n <= 16 for n in (args.engines, args.gateways, args.ledgers)):
+        _say("--engines, --gateways and --ledgers must be between 1 and 16")
         return 2
     try:
         settings = load_settings()
@@ -227,7 +233,7 @@ def main(argv: list[str]) -> int:
     if lock is None:
         return 1
 
-    children = build_children(settings, args.engines, args.gateways)
+    children = build_children(settings, args.engines, args.gateways, args.ledgers)
     for c in children:
         if c.service in SOCKET_VARIABLES and c.socket is None:
             _say(f"{c.name}: its socket path in {settings.var_dir} is too long; called over TCP")
@@ -252,7 +258,8 @@ def main(argv: list[str]) -> int:
         ("matchmaking", "MESA_MATCHMAKING_URL", settings.matchmaking_url),
     ):
         if not configured:
-            # Every caller knows every engine replica and routes each match to its owner.
+            # Every caller knows every replica: it routes each match to the engine that owns
+            # it, and fills one ledger replica before the next (services.common.http).
             env[url_var] = ",".join(
                 internal_url(settings, c) for c in children if c.service == name
             )

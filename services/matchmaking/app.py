@@ -18,6 +18,7 @@ from services.common.direct import JsonPost
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
+from services.ledger.contract import REPLICA_FILL
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
 from services.matchmaking.db import Database
@@ -164,7 +165,11 @@ def create_app(
 
     async def start(app: Litestar) -> None:
         ledger = InternalClient(
-            settings.url_of("ledger"), settings, "matchmaking", transport=ledger_transport
+            settings.url_of("ledger"),
+            settings,
+            "matchmaking",
+            transport=ledger_transport,
+            fill_first=REPLICA_FILL,
         )
         engine = InternalClient(
             settings.url_of("engine"), settings, "matchmaking", transport=engine_transport

@@ -454,3 +454,83 @@ def test_engine_url_accepts_replicas_and_checks_each():
     assert load_settings({"MESA_ENGINE_URL": both}).url_of("engine") == both
     with pytest.raises(ConfigError, match="MESA_ENGINE_URL"):
         load_settings({"MESA_ENGINE_URL": "http://127.0.0.1:8002,ftp://x"})
+
+
+# Ledger replicas: any replica answers anything; one is filled before the next -----------------
+
+
+class Served(msgspec.Struct):
+    replica: str
+
+
+def _filling_app(settings, name: str, held: list[asyncio.Event], arrived: list[str]):
+    @post("/v1/holds")
+    async def hold(data: JSONBody[Echo]) -> Served:
+        arrived.append(name)
+        gate = asyncio.Event()
+        held.append(gate)
+        await gate.wait()  # in flight until the test lets it go
+        return Served(replica=name)
+
+    return create_service_app("ledger", settings, [hold])
+
+
+async def test_ledger_replicas_are_filled_one_after_another(settings):
+    held: list[asyncio.Event] = []
+    arrived: list[str] = []
+    async with (
+        _server(_filling_app(settings, "a", held, arrived)) as a,
+        _server(_filling_app(settings, "b", held, arrived)) as b,
+    ):
+        client = InternalClient(f"{a.url},{b.url}", settings, "engine", fill_first=3)
+        try:
+            calls = []
+            for n in range(1, 6):
+                calls.append(
+                    asyncio.create_task(client.post("/v1/holds", Echo(amount_cents=1), Served))
+                )
+                while len(arrived) < n:  # each request in flight before the next is sent
+                    await asyncio.sleep(0)
+            # the first replica takes three, the second what is beyond them
+            assert arrived == ["a", "a", "a", "b", "b"]
+            assert client._in_flight == [3, 2]
+            for gate in held[:3]:
+                gate.set()
+            assert [(await c).replica for c in calls[:3]] == ["a", "a", "a"]
+            # the first replica has room again: it is filled first
+            calls.append(
+                asyncio.create_task(client.post("/v1/holds", Echo(amount_cents=1), Served))
+            )
+            while len(arrived) < 6:
+                await asyncio.sleep(0)
+            assert arrived[5] == "a"
+            for gate in held[3:]:
+                gate.set()
+            assert [(await c).replica for c in calls[3:]] == ["b", "b", "a"]
+            assert client._in_flight == [0, 0]
+        finally:
+            await client.aclose()
+
+
+async def test_ledger_replicas_skip_one_that_cannot_be_reached(settings):
+    held: list[asyncio.Event] = []
+    arrived: list[str] = []
+    dead = f"http://127.0.0.1:{free_port()}"
+    async with _server(_filling_app(settings, "b", held, arrived)) as b:
+        client = InternalClient(f"{dead},{b.url}", settings, "engine", fill_first=16)
+        try:
+            call = asyncio.create_task(client.post("/v1/holds", Echo(amount_cents=1), Served))
+            while not held:
+                await asyncio.sleep(0)
+            held[0].set()
+            assert (await call).replica == "b"
+            assert client._in_flight == [0, 0]
+        finally:
+            await client.aclose()
+
+
+def test_ledger_url_accepts_replicas():
+    from services.common.config import load_settings
+
+    both = "http://127.0.0.1:8001,http://127.0.0.1:8101"
+    assert load_settings({"MESA_LEDGER_URL": both}).url_of("ledger") == both

@@ -221,3 +221,21 @@ def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
         None,  # the gateway serves browsers over TCP only
     ]
     assert internal_url(settings, short[1]).startswith("http+unix://%2F")
+
+
+def test_ledger_replicas_get_their_own_ports_and_sockets(tmp_path):
+    from services.common.config import load_settings
+    from services.common.up import REPLICA_PORT_STRIDE, build_children
+
+    settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
+    children = build_children(settings, engines=1, gateways=1, ledgers=2)
+    ledgers = [c for c in children if c.service == "ledger"]
+    assert [c.name for c in ledgers] == ["ledger-0", "ledger-1"]
+    assert [c.port for c in ledgers] == [
+        settings.ledger_port,
+        settings.ledger_port + REPLICA_PORT_STRIDE,
+    ]
+    assert [c.socket.name if c.socket else None for c in ledgers] == [
+        "ledger-0.sock",
+        "ledger-1.sock",
+    ]

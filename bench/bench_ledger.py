@@ -1,10 +1,10 @@
 """Ledger throughput: holds and settlements per second through the ledger service over real
-HTTP (served as `mesa serve` serves it, called over its Unix socket as `mesa up` wires the
-services, and over loopback TCP) at 8 and 32 concurrent clients, with p50/p99 latency, against
-the ceiling of the same SQL driven by `pgbench` on the same server.
+HTTP (served as `mesa serve` serves it, called over its Unix sockets as `mesa up --ledgers 2`
+wires the services, and over loopback TCP) at 8 and 32 concurrent clients, with p50/p99
+latency, against the ceiling of the same SQL driven by `pgbench` on the same server.
 
 Everything runs on this machine: an embedded PostgreSQL in a temporary folder, the ledger
-service in its own process, the clients in this one. Results: bench/results/ledger.json.
+service's processes, the clients in this one. Results: bench/results/ledger.json.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from services.common.config import Settings, unix_socket_url
 from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
+from services.ledger.contract import REPLICA_FILL
 
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
@@ -51,6 +52,11 @@ MATCHES = int(os.environ.get("BENCH_LEDGER_MATCHES", "160000"))
 # as the service and PostgreSQL: 12.6-12.8 us a hold at 32 clients, against 23-26 us for `raw`.
 # `raw-tcp` is the Python client over loopback TCP, as a caller on another host would come.
 CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw,c,raw-tcp").split(","))
+# Ledger processes, as `mesa up --ledgers 2` runs them: one process runs at most one core of
+# Python, and this machine has two. Callers fill one replica before the next (REPLICA_FILL
+# requests in flight): at 8 clients every request goes to the first, as with one process; at 32
+# the second takes half (docs/ledger.md, twelfth round).
+REPLICAS = int(os.environ.get("BENCH_LEDGER_REPLICAS", "2"))
 LOADGEN_SOURCE = Path(__file__).resolve().parent / "loadgen.c"
 TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}
 
@@ -226,21 +232,36 @@ class _RawClient:
             self.writer.close()
 
 
-def _commit_counters(base: str) -> tuple[float, float]:
-    """(database calls, operations) of the service's group commit so far."""
-    text = httpx.get(base + "/metrics", timeout=5).text
-    found = dict(
-        re.findall(r"^(mesa_ledger_commit_(?:calls|operations))_total ([0-9.e+]+)$", text, re.M)
-    )
-    return float(found.get("mesa_ledger_commit_calls", 0)), float(
-        found.get("mesa_ledger_commit_operations", 0)
-    )
+class Replicas:
+    """The ledger service's processes: each one's TCP port and Unix socket. A client's
+    connection `c` goes to `replica_of(c)`: the first replica up to REPLICA_FILL connections,
+    then the next (with one request in flight on each, what the callers' fill-first routing
+    does; `InternalClient` routes the `internal` client's requests itself)."""
+
+    def __init__(self, ports: list[int], sockets: list[str]) -> None:
+        self.ports = ports
+        self.sockets = sockets
+        self.bases = [f"http://127.0.0.1:{port}" for port in ports]
+
+    def replica_of(self, connection: int) -> int:
+        return min(connection // REPLICA_FILL, len(self.ports) - 1)
+
+
+def _commit_counters(bases: list[str]) -> tuple[float, float]:
+    """(database calls, operations) of the replicas' group commits so far, added up."""
+    calls = operations = 0.0
+    for base in bases:
+        text = httpx.get(base + "/metrics", timeout=5).text
+        found = dict(
+            re.findall(r"^(mesa_ledger_commit_(?:calls|operations))_total ([0-9.e+]+)$", text, re.M)
+        )
+        calls += float(found.get("mesa_ledger_commit_calls", 0))
+        operations += float(found.get("mesa_ledger_commit_operations", 0))
+    return calls, operations
 
 
 async def _http_run(
-    base: str,
-    port: int,
-    socket_path: str,
+    replicas: Replicas,
     secret: bytes,
     kind: str,
     clients: int,
@@ -252,15 +273,16 @@ async def _http_run(
     errors: list[str] = []
     encode = msgspec.json.encode
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=30) as http:
+    async with httpx.AsyncClient(base_url=replicas.bases[0], limits=limits, timeout=30) as http:
         await asyncio.gather(*(http.get("/health") for _ in range(clients)))  # warm up
 
         internal = (
             InternalClient(
-                unix_socket_url(Path(socket_path)),
+                ",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
                 Settings(internal_secret=secret),
                 "bench",
                 timeout_s=30,
+                fill_first=REPLICA_FILL,
             )
             if client == "internal"
             else None
@@ -268,10 +290,11 @@ async def _http_run(
 
         async def one(c: int, stop_at: float, record: bool) -> None:
             raw = None
+            r = replicas.replica_of(c)
             if client == "raw":
-                raw = _RawClient("127.0.0.1", port, socket_path)
+                raw = _RawClient("127.0.0.1", replicas.ports[r], replicas.sockets[r])
             elif client == "raw-tcp":
-                raw = _RawClient("127.0.0.1", port)
+                raw = _RawClient("127.0.0.1", replicas.ports[r])
             i = 0
             try:
                 while time.perf_counter() < stop_at:
@@ -325,7 +348,7 @@ async def _http_run(
         # use, and the service's pool and the clients' connections open.
         warm_until = time.perf_counter() + WARMUP_SECONDS
         await asyncio.gather(*(one(c, warm_until, False) for c in range(clients)))
-        window = _Window(base)
+        window = _Window(replicas.bases)
         began = time.perf_counter()
         stop_at = began + SECONDS
         await asyncio.gather(*(one(c, stop_at, True) for c in range(clients)))
@@ -350,14 +373,14 @@ async def _http_run(
 class _Window:
     """What happened on the service's side of one measured run, from its start to `close`."""
 
-    def __init__(self, base: str) -> None:
-        self.base = base
-        self.commits = _commit_counters(base)
+    def __init__(self, bases: list[str]) -> None:
+        self.bases = bases
+        self.commits = _commit_counters(bases)
         self.cpu = cpu_jiffies()
 
     def close(self) -> dict[str, float]:
         busy = busy_since(self.cpu)  # before the counters' own HTTP call
-        calls, ops = _commit_counters(self.base)
+        calls, ops = _commit_counters(self.bases)
         return {
             # the group commit: operations per database transaction
             "operations_per_commit": round(
@@ -387,13 +410,17 @@ def build_loadgen(folder: Path) -> Path | None:
 
 
 def loadgen(
-    binary: Path, socket_path: str, secret: bytes, kind: str, clients: int, seconds: float,
+    binary: Path, sockets: list[str], secret: bytes, kind: str, clients: int, seconds: float,
     counter: list[int],
 ) -> dict[str, Any]:  # fmt: skip
-    """One closed-loop run of bench/loadgen.c over the service's socket: its JSON result.
-    Settlements take the started matches after `counter[0]`, which moves past them."""
-    args = [
-        str(binary), "--unix", socket_path, "--kind", kind, "--clients", str(clients),
+    """One closed-loop run of bench/loadgen.c over the replicas' sockets (filled one after
+    another): its JSON result. Settlements take the started matches after `counter[0]`, which
+    moves past them."""
+    args = [str(binary)]
+    for path in sockets:
+        args += ["--unix", path]
+    args += [
+        "--fill", str(REPLICA_FILL), "--kind", kind, "--clients", str(clients),
         "--seconds", str(seconds), "--auth", header_value(secret, "bench", ttl_s=600),
     ]  # fmt: skip
     if kind == "settle":
@@ -408,13 +435,13 @@ def loadgen(
 
 
 def _c_run(
-    binary: Path, base: str, socket_path: str, secret: bytes, kind: str, clients: int,
+    binary: Path, replicas: Replicas, secret: bytes, kind: str, clients: int,
     counter: list[int],
 ) -> dict[str, Any]:  # fmt: skip
     """As `_http_run`, driven by bench/loadgen.c: a warm-up run, then the measured one."""
-    loadgen(binary, socket_path, secret, kind, clients, WARMUP_SECONDS, counter)
-    window = _Window(base)
-    res = loadgen(binary, socket_path, secret, kind, clients, SECONDS, counter)
+    loadgen(binary, replicas.sockets, secret, kind, clients, WARMUP_SECONDS, counter)
+    window = _Window(replicas.bases)
+    res = loadgen(binary, replicas.sockets, secret, kind, clients, SECONDS, counter)
     return {
         "client": "c",
         "clients": clients,
@@ -456,7 +483,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-ledger-"))
     server = EmbeddedPostgres(tmp / "pg", free_port())
-    service: subprocess.Popen[bytes] | None = None
+    services: list[subprocess.Popen[bytes]] = []
     try:
         server.start()
         server.create_database("bench")
@@ -467,7 +494,6 @@ def main() -> dict[str, Any]:
         setup_s = time.perf_counter() - t0
 
         secret = secrets.token_bytes(32)
-        port = free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")} | {
             "MESA_DATABASE_URL": url,
             "MESA_INTERNAL_SECRET": secret.hex(),
@@ -475,34 +501,43 @@ def main() -> dict[str, Any]:
             "MESA_ENV": "production",  # as deployed: e.g. the services freeze their startup heap
             "MESA_VAR_DIR": str(tmp / "var"),
         }
-        socket_path = str(tmp / "ledger.sock")
-        service = subprocess.Popen(
-            [
-                sys.executable, "-c",
-                "import sys; from bench.bench_ledger import serve; "
-                "sys.exit(serve(int(sys.argv[1]), sys.argv[2]))",
-                str(port), socket_path,
-            ],
-            env=env,
-            cwd=str(Path(__file__).resolve().parents[1]),
-            preexec_fn=_die_with_parent,  # the service must not outlive the bench
-        )  # fmt: skip
-        base = f"http://127.0.0.1:{port}"
+        replicas = Replicas(
+            [free_port() for _ in range(REPLICAS)],
+            [str(tmp / f"ledger-{i}.sock") for i in range(REPLICAS)],
+        )
+        for port, socket_path in zip(replicas.ports, replicas.sockets, strict=True):
+            services.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        "import sys; from bench.bench_ledger import serve; "
+                        "sys.exit(serve(int(sys.argv[1]), sys.argv[2]))",
+                        str(port),
+                        socket_path,
+                    ],
+                    env=env,
+                    cwd=str(Path(__file__).resolve().parents[1]),
+                    preexec_fn=_die_with_parent,  # the service must not outlive the bench
+                )  # fmt: skip
+            )
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(base + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        else:
-            raise RuntimeError("ledger service did not start")
+        for base in replicas.bases:
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(base + "/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            else:
+                raise RuntimeError("ledger service did not start")
 
         binary = build_loadgen(tmp) if "c" in CLIENTS else None
         clients_run = tuple(c for c in CLIENTS if c != "c" or binary is not None)
         results: dict[str, Any] = {
             "clients": list(clients_run),
+            "replicas": REPLICAS,
             "setup_seconds": round(setup_s, 1),
             "seconds_per_run": SECONDS,
             "load_average_at_start": os.getloadavg()[0],
@@ -521,12 +556,10 @@ def main() -> dict[str, Any]:
                     if kind == "settle":
                         counter[0] = asyncio.run(_next_match(url))
                     if client == "c" and binary is not None:
-                        res = _c_run(binary, base, socket_path, secret, kind, clients, counter)
+                        res = _c_run(binary, replicas, secret, kind, clients, counter)
                     else:
                         res = asyncio.run(
-                            _http_run(
-                                base, port, socket_path, secret, kind, clients, counter, client
-                            )
+                            _http_run(replicas, secret, kind, clients, counter, client)
                         )
                     if kind == "settle":
                         asyncio.run(_bump(url, counter[0]))
@@ -595,8 +628,9 @@ def main() -> dict[str, Any]:
         write_result("ledger", results)
         return results
     finally:
-        if service is not None:
+        for service in services:
             service.terminate()
+        for service in services:
             try:
                 service.wait(10)
             except subprocess.TimeoutExpired:

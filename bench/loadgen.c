@@ -4,7 +4,9 @@
  * spends a few microseconds, so the measurement is the service's and PostgreSQL's.
  *
  * N keep-alive connections (a Unix socket or TCP), one request in flight on each: send, read
- * the whole response, record its latency, send the next, until the time is up. Single thread,
+ * the whole response, record its latency, send the next, until the time is up. With several
+ * --unix sockets (ledger replicas), connections fill the first socket up to --fill of them, then
+ * the next: what callers' fill-first routing does with one request in flight per connection. Single thread,
  * epoll. Bodies as the Python clients write them: holds with unique idempotency keys over 64
  * players; settlements of consecutive started matches from --first-match.
  *
@@ -33,6 +35,7 @@
 #define REQUEST_MAX 2048
 #define RESPONSE_MAX 65536
 #define MAX_RECORDED 8000000
+#define MAX_SOCKETS 16
 
 struct conn {
     int fd;
@@ -46,7 +49,9 @@ struct conn {
     int busy;
 };
 
-static const char *kind, *auth, *unix_path, *tcp_host;
+static const char *kind, *auth, *tcp_host;
+static const char *unix_paths[MAX_SOCKETS];
+static int unix_count, fill = MAX_CLIENTS;
 static int tcp_port, clients, players = 64;
 static long next_match, last_match;
 static char nonce[17];
@@ -65,9 +70,12 @@ static void die(const char *what) {
     exit(2);
 }
 
-static int open_conn(void) {
+/* Connection `index` goes to the first socket up to `fill` connections, then the next. */
+static int open_conn(int index) {
     int fd;
-    if (unix_path) {
+    if (unix_count) {
+        int socket_index = index / fill < unix_count ? index / fill : unix_count - 1;
+        const char *unix_path = unix_paths[socket_index];
         struct sockaddr_un a = {.sun_family = AF_UNIX};
         if (strlen(unix_path) >= sizeof(a.sun_path)) {
             fprintf(stderr, "loadgen: socket path too long\n");
@@ -186,7 +194,13 @@ int main(int argc, char **argv) {
     const char *tcp = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
-        if (!strcmp(k, "--unix")) unix_path = v;
+        if (!strcmp(k, "--unix")) {
+            if (unix_count == MAX_SOCKETS) {
+                fprintf(stderr, "loadgen: at most %d sockets\n", MAX_SOCKETS);
+                return 2;
+            }
+            unix_paths[unix_count++] = v;
+        } else if (!strcmp(k, "--fill")) fill = atoi(v);
         else if (!strcmp(k, "--tcp")) tcp = v;
         else if (!strcmp(k, "--kind")) kind = v;
         else if (!strcmp(k, "--clients")) clients = atoi(v);
@@ -201,10 +215,11 @@ int main(int argc, char **argv) {
     }
     if (!kind || (strcmp(kind, "hold") && strcmp(kind, "settle")) || !auth ||
         clients < 1 || clients > MAX_CLIENTS || seconds <= 0 || seconds > 600 ||
-        (!unix_path == !tcp)) {
+        (!unix_count == !tcp) || fill < 1) {
         fprintf(stderr,
-                "usage: loadgen --unix PATH | --tcp HOST:PORT --kind hold|settle --clients N "
-                "--seconds S --auth TOKEN [--first-match M --last-match M]\n");
+                "usage: loadgen --unix PATH [--unix PATH ... --fill N] | --tcp HOST:PORT "
+                "--kind hold|settle --clients N --seconds S --auth TOKEN "
+                "[--first-match M --last-match M]\n");
         return 2;
     }
     static char host[64];
@@ -234,7 +249,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < clients; i++) {
         struct conn *c = &conns[i];
         c->index = i;
-        c->fd = open_conn();
+        c->fd = open_conn(i);
         struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET, .data.ptr = c};
         if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) < 0) die("epoll_ctl");
         if (build(c)) {

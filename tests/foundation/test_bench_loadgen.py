@@ -107,3 +107,33 @@ async def test_loadgen_sends_what_the_python_clients_send(tmp_path):
     assert settled["operations"] == 40 and settled["next_match"] == 141
     assert settled["errors"] == 3 and settled["first_error"] == "out of started matches"
     assert 0 < settled["p50_ms"] <= settled["p99_ms"]
+
+
+async def test_loadgen_fills_one_socket_before_the_next(tmp_path):
+    """Several sockets (ledger replicas): connections fill the first up to --fill, then the
+    next, as the services' fill-first routing does with one request in flight each."""
+    binary = build_loadgen(tmp_path)
+    assert binary is not None
+    served: dict[str, set[int]] = {"a": set(), "b": set()}
+
+    def replica(name: str) -> Litestar:
+        @post("/v1/holds", status_code=200)
+        async def hold(request: Request) -> dict[str, Any]:  # type: ignore[type-arg]
+            data = msgspec.json.decode(await request.body())
+            served[name].add(int(data["idempotency_key"].split("-")[3]))  # the connection
+            return {"ok": True}
+
+        return Litestar([hold])
+
+    a, b = tmp_path / "ledger-0.sock", tmp_path / "ledger-1.sock"
+    async with (
+        UvicornServer(replica("a"), unix_socket=a, http=HttpProtocol, log_level="warning"),
+        UvicornServer(replica("b"), unix_socket=b, http=HttpProtocol, log_level="warning"),
+    ):
+        result = await _loadgen(
+            binary,
+            *("--unix", str(a), "--unix", str(b), "--fill", "2"),
+            *("--kind", "hold", "--clients", "5", "--seconds", "0.5"),
+        )
+    assert result["errors"] == 0 and result["operations"] > 5
+    assert served == {"a": {0, 1}, "b": {2, 3, 4}}

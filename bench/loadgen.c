@@ -4,11 +4,12 @@
  * spends a few microseconds, so the measurement is the service's and PostgreSQL's.
  *
  * N keep-alive connections (a Unix socket or TCP), one request in flight on each: send, read
- * the whole response, record its latency, send the next, until the time is up. With several
- * --unix sockets (ledger replicas), connections fill the first socket up to --fill of them, then
- * the next: what callers' fill-first routing does with one request in flight per connection. Single thread,
+ * the whole response, record its latency, send the next, until the time is up. Single thread,
  * epoll. Bodies as the Python clients write them: holds with unique idempotency keys over 64
- * players; settlements of consecutive started matches from --first-match.
+ * players; settlements of consecutive started matches from --first-match. With several --unix
+ * sockets (ledger replicas), connections fill the first socket up to --fill of them, then the
+ * next (the last takes the rest): what callers' fill-first routing does with one request in
+ * flight per connection.
  *
  * Prints one JSON object: operations, errors, the first error, p50/p99 latency, per second,
  * and the next unused match number. Bounded: at most MAX_CLIENTS connections, responses of at

@@ -26,7 +26,7 @@ import asyncpg
 import httpx
 import msgspec
 
-from bench.common import busy_since, cpu_jiffies, percentile, write_result
+from bench.common import busy_since, cpu_jiffies, percentile, wait_healthy, write_result
 from ledger import chain
 from ledger.batch import GroupCommit
 from ledger.ops import Ledger, Seat
@@ -521,17 +521,8 @@ def main() -> dict[str, Any]:
                     preexec_fn=_die_with_parent,  # the service must not outlive the bench
                 )  # fmt: skip
             )
-        deadline = time.monotonic() + 30
         for base in replicas.bases:
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(base + "/health", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise RuntimeError("ledger service did not start")
+            wait_healthy(base)
 
         binary = build_loadgen(tmp) if "c" in CLIENTS else None
         clients_run = tuple(c for c in CLIENTS if c != "c" or binary is not None)

@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import msgspec
 import psutil
 from litestar import Litestar, get, post
 from litestar.params import JSONBody
 
-from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
+from bench.common import SERVICE_HTTP_PROTOCOL, percentile, wait_healthy, write_result
 from services.common.config import load_settings
 from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
@@ -267,18 +266,6 @@ def _cpu_s(proc: subprocess.Popen[bytes]) -> float:
     return float(total)
 
 
-def _wait(base: str) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{base} did not start")
-
-
 def _pg_cpu_s(server: EmbeddedPostgres) -> float:
     """User + system CPU seconds of the PostgreSQL server and its backends."""
     if server.process is None:
@@ -419,7 +406,7 @@ def main() -> dict[str, Any]:
         ledger_base = f"http://127.0.0.1:{ledger_port}"
         base = f"http://127.0.0.1:{mm_port}"
         for b in (ledger_base, base, f"http://127.0.0.1:{engine_port}"):
-            _wait(b)
+            wait_healthy(b)
         baseline = asyncio.run(_baseline(ledger_base, secret))
         baseline.pop("elapsed_s")
         me = psutil.Process()

@@ -5,8 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import platform
+import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # The services' own HTTP protocol (`mesa serve` runs it): benchmarks started with the uvicorn
@@ -49,3 +52,17 @@ def busy_since(before: tuple[int, int]) -> float:
     """The share of the machine's CPU time that was busy since `before` (`cpu_jiffies()`)."""
     busy, total = cpu_jiffies()
     return round((busy - before[0]) / max(1, total - before[1]), 3)
+
+
+def wait_healthy(base: str, timeout_s: float = 30.0) -> None:
+    """Until `base`/health answers 200 (a service process the bench started), at most
+    `timeout_s`; RuntimeError after that."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)  # another process: nothing to await
+    raise RuntimeError(f"{base} did not start")

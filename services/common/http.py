@@ -239,27 +239,15 @@ class InternalClient:
             first = self._owners[match_id]
         else:
             first = zlib.crc32(str(match_id).encode()) % n
-        last_error: ServiceUnavailable | None = None
-        for step in range(n):
-            index = (first + step) % n
-            try:
-                result = await self._replicas[index].request(
-                    method, path, response_type, body, params
-                )
-            except ServiceUnavailable as exc:
-                if exc.code not in ("not_owner", "unreachable"):
-                    raise
-                last_error = exc
-                continue
-            if match_id is not None:
-                self._owners[match_id] = index
-                self._owners.move_to_end(match_id)
-                if len(self._owners) > MAX_REMEMBERED_OWNERS:
-                    self._owners.popitem(last=False)
-            return result
-        if last_error is None:
-            raise ServiceUnavailable(f"{method} {path}: no replica")
-        raise last_error
+        index, result = await self._first_answer(
+            first, ("not_owner", "unreachable"), method, path, response_type, body, params
+        )
+        if match_id is not None:
+            self._owners[match_id] = index
+            self._owners.move_to_end(match_id)
+            if len(self._owners) > MAX_REMEMBERED_OWNERS:
+                self._owners.popitem(last=False)
+        return result
 
     async def _filled(
         self,
@@ -286,20 +274,42 @@ class InternalClient:
         first = next((i for i in range(n) if loads[i] < fill), None)
         if first is None:
             first = min(range(n), key=loads.__getitem__)
+        _, result = await self._first_answer(
+            first, ("unreachable",), method, path, response_type, body, params, loads
+        )
+        return result
+
+    async def _first_answer(
+        self,
+        first: int,
+        skip: tuple[str, ...],
+        method: str,
+        path: str,
+        response_type: type[T],
+        body: Any,
+        params: dict[str, Any] | None,
+        loads: list[int] | None = None,
+    ) -> tuple[int, T]:
+        """The first replica's answer, from `first` on in turn, skipping those refused with a
+        code in `skip` (the last such refusal is raised if every replica gives one); with
+        `loads`, each replica's count of requests in flight is kept there."""
+        n = len(self._replicas)
         last_error: ServiceUnavailable | None = None
         for step in range(n):
             index = (first + step) % n
-            loads[index] += 1
+            if loads is not None:
+                loads[index] += 1
             try:
-                return await self._replicas[index].request(
+                return index, await self._replicas[index].request(
                     method, path, response_type, body, params
                 )
             except ServiceUnavailable as exc:
-                if exc.code != "unreachable":
+                if exc.code not in skip:
                     raise
                 last_error = exc
             finally:
-                loads[index] -= 1
+                if loads is not None:
+                    loads[index] -= 1
         if last_error is None:
             raise ServiceUnavailable(f"{method} {path}: no replica")
         raise last_error

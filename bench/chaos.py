@@ -1,6 +1,6 @@
 """`make chaos`: kill -9 every process in turn while paid tables play, then check the money.
 
-    python -m bench.chaos [--tables 50] [--engines 2] [--gateways 2] [--settle-s 120]
+    python -m bench.chaos [--tables 50] [--engines 2] [--gateways 2] [--ledgers 1] [--settle-s 120]
 
 Starts `mesa up` on free loopback ports, seats `--tables` pairs of simulated players at
 private $10 apuesta 1v1 tables (public HTTP + WebSocket protocol, clients reconnect and retry
@@ -16,6 +16,8 @@ With engine replicas (the default is two engines and two gateways) the engine vi
 replica: the run records which live matches it owned (PostgreSQL advisory locks, matched to
 its connections) and measures the time until every one of them is owned again, restored from
 its event log by the surviving replica (or by the restarted one, if it came back first).
+With ledger replicas (`--ledgers 2`) the ledger victim is the first replica, the one callers
+fill first; the others take its requests until it is back.
 
 Prints a verdict and exits 1 on any violation. Results: bench/results/chaos.json.
 """
@@ -221,6 +223,10 @@ async def kill_and_recover(
     else:
         pids = platform.service_pids().get(victim, [])
         pid = pids[0] if pids else None
+        if victim == "ledger" and platform.ledgers > 1:
+            # the first replica: the one callers fill first, so the one with work in flight
+            first = int(platform.env["MESA_LEDGER_PORT"])
+            pid = next((p for p in pids if first in local_ports(p)), pid)
     if pid is None:
         raise SimError(f"no {victim} process found under mesa up")
     replica = victim == "engine" and platform.engines > 1
@@ -299,7 +305,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         redis = RedisProcess(var_dir / "redis")
         redis.start()
         extra_env["MESA_REDIS_URL"] = redis.url
-    platform = Platform(var_dir, engines=args.engines, gateways=args.gateways, extra_env=extra_env)
+    platform = Platform(
+        var_dir,
+        engines=args.engines,
+        gateways=args.gateways,
+        extra_env=extra_env,
+        ledgers=args.ledgers,
+    )
     t_start = time.monotonic()
     platform.start()
     print(f"chaos: platform up in {time.monotonic() - t_start:.1f} s ({var_dir})", flush=True)
@@ -356,6 +368,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             "tables": args.tables,
             "engines": args.engines,
             "gateways": args.gateways,
+            "ledgers": args.ledgers,
             "feed_backend": "redis" if redis is not None else "postgres",
             "kills": kills,
             "service_restarts_seen": restarts,
@@ -384,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tables", type=int, default=50)
     parser.add_argument("--engines", type=int, default=2, help="engine replicas (1..4)")
     parser.add_argument("--gateways", type=int, default=2, help="gateway replicas (1..4)")
+    parser.add_argument("--ledgers", type=int, default=1, help="ledger replicas (1..4)")
     parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
     parser.add_argument(
         "--victims",
@@ -403,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 1 <= args.tables <= 500:
         parser.error("--tables must be within 1..500")
-    if not 1 <= args.engines <= 4 or not 1 <= args.gateways <= 4:
-        parser.error("--engines and --gateways must be within 1..4")
+    if not all(1 <= n <= 4 for n in (args.engines, args.gateways, args.ledgers)):
+        parser.error("--engines, --gateways and --ledgers must be within 1..4")
     if args.victims is None:
         args.victims = ",".join(DEFAULT_VICTIMS + (("redis",) if args.redis else ()))
     unknown = set(args.victims.split(",")) - set(DEFAULT_VICTIMS) - {"redis"}

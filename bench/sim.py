@@ -97,14 +97,18 @@ class Platform:
         gateways: int = 1,
         log_level: str = "warning",
         extra_env: dict[str, str] | None = None,
+        ledgers: int = 1,
     ) -> None:
         self.var_dir = var_dir
         self.engines = engines
         self.gateways = gateways
+        self.ledgers = ledgers
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
         # distinct ports: one drawn after another may come back twice
-        pg_port, ledger_port, matchmaking_port = free_ports(3)
-        taken = {pg_port, ledger_port, matchmaking_port}
+        pg_port, matchmaking_port = free_ports(2)
+        taken = {pg_port, matchmaking_port}
+        ledger_port = _free_base_port(ledgers, taken)
+        taken.update(ledger_port + REPLICA_STRIDE * i for i in range(ledgers))
         gateway_port = _free_base_port(gateways, taken)
         taken.update(gateway_port + REPLICA_STRIDE * i for i in range(gateways))
         engine_port = _free_base_port(engines, taken)
@@ -151,6 +155,7 @@ class Platform:
         self.var_dir.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "services.cli", "up"]
         args += ["--engines", str(self.engines), "--gateways", str(self.gateways)]
+        args += ["--ledgers", str(self.ledgers)]
         self.proc = subprocess.Popen(
             args,
             env=self.env,
@@ -235,16 +240,19 @@ class Platform:
     def service_urls(self) -> dict[str, str]:
         """Every service process's base URL, by process name (`engine`, `engine-1`, ...)."""
         out: dict[str, str] = {}
-        engine_base = int(self.env["MESA_ENGINE_PORT"])
-        engines = [
-            f"http://127.0.0.1:{engine_base + REPLICA_STRIDE * i}" for i in range(self.engines)
-        ]
-        for name, urls in (("engine", engines), ("gateway", self.gateway_urls)):
+        for name, urls in (
+            ("engine", self.replica_urls("engine", self.engines)),
+            ("gateway", self.gateway_urls),
+            ("ledger", self.replica_urls("ledger", self.ledgers)),
+        ):
             for i, url in enumerate(urls):
                 out[name if i == 0 else f"{name}-{i}"] = url
-        for name in ("ledger", "matchmaking"):
-            out[name] = f"http://127.0.0.1:{self.env[f'MESA_{name.upper()}_PORT']}"
+        out["matchmaking"] = f"http://127.0.0.1:{self.env['MESA_MATCHMAKING_PORT']}"
         return out
+
+    def replica_urls(self, service: str, replicas: int) -> list[str]:
+        base = int(self.env[f"MESA_{service.upper()}_PORT"])
+        return [f"http://127.0.0.1:{base + REPLICA_STRIDE * i}" for i in range(replicas)]
 
     def _process_groups(self) -> list[tuple[str, list[psutil.Process]]]:
         """Each service process by name, and PostgreSQL with all its backends."""

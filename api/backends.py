@@ -20,7 +20,6 @@ from services.common.http import (
     ServiceUnavailable,
 )
 from services.common.logging import get_logger
-from services.ledger.contract import REPLICA_FILL
 
 T = TypeVar("T")
 log = get_logger()
@@ -44,14 +43,13 @@ class Backends:
         for name in SERVICES:
             # Long-polls on the engine's event feed need more than the default timeout.
             timeout = 35.0 if name == "engine" else 10.0
-            self.clients[name] = InternalClient(
-                settings.url_of(name),
+            self.clients[name] = InternalClient.of(
+                name,
                 settings,
-                caller="gateway",
+                "gateway",
                 timeout_s=timeout,
                 transport=transports.get(name),
                 max_connections=ENGINE_CONNECTIONS if name == "engine" else MAX_CONNECTIONS,
-                fill_first=REPLICA_FILL if name == "ledger" else None,
             )
 
     @property

@@ -32,7 +32,7 @@ from ledger.batch import GroupCommit
 from ledger.ops import Ledger, Seat
 from services.common.auth import header_value
 from services.common.config import Settings, unix_socket_url
-from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port
+from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port, free_ports
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
 from services.ledger.contract import REPLICA_FILL
@@ -277,12 +277,14 @@ async def _http_run(
         await asyncio.gather(*(http.get("/health") for _ in range(clients)))  # warm up
 
         internal = (
-            InternalClient(
-                ",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
-                Settings(internal_secret=secret),
+            InternalClient.of(
+                "ledger",
+                Settings(
+                    internal_secret=secret,
+                    ledger_url=",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
+                ),
                 "bench",
                 timeout_s=30,
-                fill_first=REPLICA_FILL,
             )
             if client == "internal"
             else None
@@ -502,7 +504,7 @@ def main() -> dict[str, Any]:
             "MESA_VAR_DIR": str(tmp / "var"),
         }
         replicas = Replicas(
-            [free_port() for _ in range(REPLICAS)],
+            free_ports(REPLICAS),
             [str(tmp / f"ledger-{i}.sock") for i in range(REPLICAS)],
         )
         for port, socket_path in zip(replicas.ports, replicas.sockets, strict=True):

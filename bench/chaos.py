@@ -17,7 +17,7 @@ replica: the run records which live matches it owned (PostgreSQL advisory locks,
 its connections) and measures the time until every one of them is owned again, restored from
 its event log by the surviving replica (or by the restarted one, if it came back first).
 With ledger replicas (`--ledgers 2`) the ledger victim is the first replica, the one callers
-fill first; the others take its requests until it is back.
+fill first; while it is down, callers skip it for the next (`InternalClient`).
 
 Prints a verdict and exits 1 on any violation. Results: bench/results/chaos.json.
 """

@@ -138,8 +138,7 @@ class Platform:
 
     @property
     def gateway_urls(self) -> list[str]:
-        base = int(self.env["MESA_GATEWAY_PORT"])
-        return [f"http://127.0.0.1:{base + REPLICA_STRIDE * i}" for i in range(self.gateways)]
+        return self.replica_urls("gateway", self.gateways)
 
     def _drain(self) -> None:
         proc = self.proc

@@ -13,7 +13,7 @@ from api import accounts
 from services.common.config import Settings
 from services.common.db import create_engine
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
-from services.ledger.contract import REPLICA_FILL, DepositRequest, EntryResult
+from services.ledger.contract import DepositRequest, EntryResult
 
 DEMO_PASSWORD = "mesa-demo"
 DEMO_PLAYERS = ("ana", "beto", "cris", "dani")
@@ -34,9 +34,7 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
                 await accounts.create_user(engine, name, DEMO_PASSWORD, role, name.capitalize())
     finally:
         await engine.dispose()
-    ledger = InternalClient(
-        settings.url_of("ledger"), settings, caller="cashier", fill_first=REPLICA_FILL
-    )
+    ledger = InternalClient.of("ledger", settings, "cashier")
     try:
         for name in DEMO_PLAYERS:
             body = DepositRequest(

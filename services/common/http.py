@@ -31,6 +31,7 @@ from services.common.http1 import (
     request_target,
 )
 from services.common.logging import REQUEST_ID_HEADER, current_request_id, new_request_id
+from services.ledger.contract import REPLICA_FILL
 
 T = TypeVar("T")
 
@@ -69,7 +70,24 @@ class _ErrorBody(msgspec.Struct):
     detail: str = ""
 
 
+# How a caller spreads its requests over a service's replicas, when the service has a rule of
+# its own (`InternalClient.of`): ledger replicas are filled one after the other, so that each
+# group commit keeps its batches. Any other service: the engine's rule, by match (`_routed`).
+FILL_FIRST = {"ledger": REPLICA_FILL}
+
+
 class InternalClient:
+    @classmethod
+    def of(cls, service: str, settings: Settings, caller: str, **options: Any) -> InternalClient:
+        """A client of `service` at its configured URL(s), with that service's replica rule."""
+        return cls(
+            settings.url_of(service),
+            settings,
+            caller,
+            fill_first=FILL_FIRST.get(service),
+            **options,
+        )
+
     def __init__(
         self,
         base_url: str,

@@ -17,12 +17,7 @@ from fairness.log_store import LogError, LogStore
 from services.common.config import Settings
 from services.common.http import InternalClient, RemoteError
 from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
-from services.ledger.contract import (
-    REPLICA_FILL,
-    SettleMatchRequest,
-    VoidMatchRequest,
-    WinnerShare,
-)
+from services.ledger.contract import SettleMatchRequest, VoidMatchRequest, WinnerShare
 
 CHECKPOINT_INTERVAL_S = 10.0
 # A hand still in play has a commitment without a result; only older ones are orphans.
@@ -160,9 +155,7 @@ class MemoryFairnessLog:
 
 class HttpLedger:
     def __init__(self, settings: Settings) -> None:
-        self.client = InternalClient(
-            settings.url_of("ledger"), settings, "engine", fill_first=REPLICA_FILL
-        )
+        self.client = InternalClient.of("ledger", settings, "engine")
 
     async def settle(self, match_id: str, winners: list[str]) -> None:
         body = SettleMatchRequest(

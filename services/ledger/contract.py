@@ -36,7 +36,7 @@ from ledger.models import EntryResult, Payout, PostingOut
 
 # With several ledger replicas (`mesa up --ledgers N`, MESA_LEDGER_URL comma-separated), a
 # caller fills one replica up to this many requests in flight before it sends to the next
-# (`InternalClient(..., fill_first=REPLICA_FILL)`): half the group commit's largest batch, the
+# (`services.common.http.InternalClient.of`): half the group commit's largest batch, the
 # point at which one replica starts a second call (ledger/batch.py, `open_slot_at`).
 REPLICA_FILL = 16
 

@@ -18,7 +18,6 @@ from services.common.direct import JsonPost
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
-from services.ledger.contract import REPLICA_FILL
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
 from services.matchmaking.db import Database
@@ -164,16 +163,8 @@ def create_app(
     cfg = config.validate() if config is not None else load_config(settings)
 
     async def start(app: Litestar) -> None:
-        ledger = InternalClient(
-            settings.url_of("ledger"),
-            settings,
-            "matchmaking",
-            transport=ledger_transport,
-            fill_first=REPLICA_FILL,
-        )
-        engine = InternalClient(
-            settings.url_of("engine"), settings, "matchmaking", transport=engine_transport
-        )
+        ledger = InternalClient.of("ledger", settings, "matchmaking", transport=ledger_transport)
+        engine = InternalClient.of("engine", settings, "matchmaking", transport=engine_transport)
         db = await Database.connect(
             settings.database_url, max_size=pool_size, application_name="mesa-matchmaking"
         )

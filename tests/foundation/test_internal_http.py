@@ -534,3 +534,25 @@ def test_ledger_url_accepts_replicas():
 
     both = "http://127.0.0.1:8001,http://127.0.0.1:8101"
     assert load_settings({"MESA_LEDGER_URL": both}).url_of("ledger") == both
+
+
+async def test_each_service_s_clients_get_its_replica_rule():
+    """Every caller makes its clients with `InternalClient.of`: the ledger's replicas are
+    filled one after the other, the engine's are chosen by match."""
+    from services.common.config import load_settings
+    from services.ledger.contract import REPLICA_FILL
+
+    settings = load_settings(
+        {
+            "MESA_LEDGER_URL": "http://127.0.0.1:8001,http://127.0.0.1:8101",
+            "MESA_ENGINE_URL": "http://127.0.0.1:8002,http://127.0.0.1:8102",
+        }
+    )
+    ledger = InternalClient.of("ledger", settings, "engine")
+    engine = InternalClient.of("engine", settings, "gateway")
+    try:
+        assert len(ledger._replicas) == 2 and ledger._fill_first == REPLICA_FILL
+        assert len(engine._replicas) == 2 and engine._fill_first is None
+    finally:
+        await ledger.aclose()
+        await engine.aclose()

@@ -84,7 +84,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # HTTP over a Unix socket: `http+unix://` and the socket's absolute path, percent-encoded (the
 # convention of requests-unixsocket and HTTPie). Co-located services call each other this way:
 # a request over loopback TCP costs both ends more CPU in the kernel's TCP stack than the whole
-# HTTP exchange over a Unix socket (docs/ledger.md, eleventh round).
+# HTTP exchange over a Unix socket (docs/decisions/0007-unix-sockets-for-internal-calls.md).
 UNIX_SCHEME = "http+unix"
 # sockaddr_un's sun_path is 108 bytes on Linux, its terminating NUL included.
 MAX_SOCKET_PATH_BYTES = 107

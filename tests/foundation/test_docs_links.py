@@ -108,16 +108,38 @@ def test_the_link_check_sees_links_and_ignores_code(tmp_path: Path) -> None:
 
 
 def test_architecture_links_nothing_outside_the_repository() -> None:
-    prose = _prose(ARCHITECTURE.read_text())
-    external = [t for t in _targets(ARCHITECTURE.read_text()) if _SCHEME.match(t)]
-    assert external == [] and not _BARE_URL.search(prose)
+    text = ARCHITECTURE.read_text()
+    external = [t for t in _targets(text) if _SCHEME.match(t)]
+    assert external == [] and not _BARE_URL.search(_prose(text))
     assert _broken_links(ARCHITECTURE) == []
+    # Paths written as code (`../x/y.md`) count too: each must be a file of the repository.
+    outside = [
+        span
+        for span in re.findall(r"`(\.{1,2}/[^`\s]+)`", text)
+        if not (
+            (ARCHITECTURE.parent / span).resolve().is_relative_to(ROOT)
+            and (ARCHITECTURE.parent / span).resolve().exists()
+        )
+    ]
+    assert outside == []
 
 
 def test_docs_paths_named_outside_the_docs_exist() -> None:
-    """Code comments, manifests and scripts that name a doc name one that is there."""
+    """Docs, code comments, manifests and scripts that name a doc by its path from the root
+    (`docs/...md`, as code rather than as a link) name one that is there."""
     missing = {}
-    for pattern in ("*.py", "*.yaml", "*.yml", "*.toml", "*.js", "*.c", "Makefile", "Dockerfile"):
+    patterns = (
+        "*.md",
+        "*.py",
+        "*.yaml",
+        "*.yml",
+        "*.toml",
+        "*.js",
+        "*.c",
+        "Makefile",
+        "Dockerfile",
+    )
+    for pattern in patterns:
         for path in _files(pattern):
             if path == Path(__file__).resolve():
                 continue

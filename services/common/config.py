@@ -84,7 +84,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # HTTP over a Unix socket: `http+unix://` and the socket's absolute path, percent-encoded (the
 # convention of requests-unixsocket and HTTPie). Co-located services call each other this way:
 # a request over loopback TCP costs both ends more CPU in the kernel's TCP stack than the whole
-# HTTP exchange over a Unix socket (docs/ledger.md, eleventh round).
+# HTTP exchange over a Unix socket (docs/decisions/0007-unix-sockets-for-internal-calls.md).
 UNIX_SCHEME = "http+unix"
 # sockaddr_un's sun_path is 108 bytes on Linux, its terminating NUL included.
 MAX_SOCKET_PATH_BYTES = 107
@@ -198,7 +198,7 @@ def _currency(name: str, raw: str) -> str:
     return raw
 
 
-# variable -> (settings field, parser, description for the README table)
+# variable -> (settings field, parser, description for docs/reference/configuration.md)
 VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
     "MESA_HOST": ("host", _host, "address services listen on (loopback by default)"),
@@ -261,7 +261,8 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "Ed25519 operator signing key file",
     ),
 }
-# Variables read elsewhere (documented in the README) that must not be rejected as unknown.
+# Variables read elsewhere (documented in docs/reference/configuration.md) that must not be
+# rejected as unknown.
 OTHER_VARIABLES = {
     "MESA_OPERATOR_KEY": "operator signing key as hex (instead of a file)",
     "MESA_TEST_DATABASE_URL": "tests: external PostgreSQL (superuser) instead of embedded",

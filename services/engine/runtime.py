@@ -90,7 +90,8 @@ class Round:
 class StoredEvent(msgspec.Struct, gc=False):
     """One feed event. Untracked by the garbage collector (`gc=False`: it never takes part in
     a reference cycle): a live match holds thousands of them, and every tracked object adds to
-    each full collection, a pause of the whole event loop (see docs/engine.md)."""
+    each full collection, a pause of the whole event loop
+    (docs/decisions/0011-garbage-collector-schedule.md)."""
 
     seq: int
     kind: str

@@ -8,13 +8,11 @@ can never both append the same entry of a match.
 Each batch's notifications are sent by its own commit: the INSERT's statement calls
 `pg_notify` for every entry appended with `notify` (all but those of an action whose gateway is
 the match's only reader: `contract.SubmitAction.gateway`), so an entry is announced exactly when it is durable and
-one round trip and one commit carry both. (They used to follow the commit in a notify-only
-transaction of their own: measured at 600 one-entry batches/s, that second statement cost
-PostgreSQL ~355 us of CPU per batch against ~290 us for the combined one, and the writing
-process ~2x the CPU. PostgreSQL serializes the commits of notifying transactions, from
-pre-commit until the WAL flush, so under saturation the writers' fsyncs no longer overlap:
-4 connections inserting 2 rows each did 2,860-3,270 commits/s in the transaction against
-4,530-4,790 without; at these rates the batches simply grow.) A match's notifications stay in
+one round trip and one commit carry both: a separate notify-only transaction costs a second
+round trip and commit per batch (measured at one-entry batches: PostgreSQL ~355 against ~290 us
+of CPU a batch; docs/decisions/0012-engine-notify-in-the-log-insert.md). PostgreSQL
+serializes the commits of notifying transactions, from pre-commit until the WAL flush, so
+under saturation the writers' fsyncs do not overlap and the batches grow instead. A match's notifications stay in
 seq order: its next entry is only appended after the previous one committed. A notification
 lost (notifier connection of a gateway down, a restart) is covered by the gateways' safety-net
 fetch, and a match restored by an engine announces its current seq through the notifier task,

@@ -18,8 +18,6 @@ import pytest
 from sqlalchemy import text
 
 from api import accounts
-from api.backends import get_backends
-from api.eligibility import check_may_sit
 from services.common.db import create_engine
 from services.common.errors import ServiceError
 from services.common.migrate import upgrade
@@ -414,6 +412,9 @@ async def test_no_route_seats_or_holds_a_third_party_or_an_excluded_player(
             r = await ps["e_ana"].post(path, json=body)
             assert r.status_code in (401, 403), (path, r.text)
         # The check itself, for a session that still reached it: locked sits nowhere.
+        from api.backends import get_backends
+        from api.eligibility import check_may_sit
+
         state = ps.p.gateway.state
         locked = await accounts.get_user(state.db, "e_ana")
         assert locked is not None and locked.status == "locked"

@@ -246,8 +246,8 @@ def test_browser_partner_invitation_declined_then_accepted(platform: tuple[str, 
 
             invite()
             cris.click("#invites-in [data-test=invite-accept]")
-            cris.wait_for_selector("#my-tables li", timeout=15_000)
-            ana.wait_for_selector("#my-tables li", timeout=15_000)
+            for page in (cris, ana):
+                page.wait_for_selector("#my-tables li:has-text('casa-parejas')", timeout=15_000)
             after = {name: _balance(p) for name, p in pages.items()}
             assert after == {name: b - STAKE for name, b in before.items()}, (before, after)
             assert not errors, errors

@@ -237,6 +237,43 @@ async def test_decline_cancel_expiry_and_misuse(
             assert await ps.seats(name) == [], name
 
 
+async def test_both_balances_are_checked_when_the_invitation_is_accepted(
+    platform_db: str, internal_secret: bytes, tmp_path: Path
+) -> None:
+    await _finance(platform_db)
+    paid = {"kind": "cubana-habana", "tier": "10"}
+    async with players(platform_db, internal_secret, tmp_path) as ps:
+        await ps.add("b_rico")
+        await ps.add("b_pobre", deposit=STAKE - 1)
+        await ps.add("b_otro")
+        # Too poor to sit himself: refused before any hold is asked for.
+        r = await ps["b_pobre"].post("/api/lobby/quick-join", json=paid)
+        assert r.status_code == 403 and r.json()["error"] == "insufficient_funds", r.text
+        r = await ps["b_pobre"].post("/api/lobby/quick-join", json={**paid, "partner": "b_rico"})
+        assert r.status_code == 403 and r.json()["error"] == "insufficient_funds", r.text
+        # Named by someone else, he learns it on accepting; the inviter is not held either.
+        r = await ps["b_rico"].post("/api/lobby/quick-join", json={**paid, "partner": "b_pobre"})
+        assert r.status_code == 202, r.text
+        r = await ps["b_pobre"].post(f"/api/invitations/{r.json()['invitation_id']}/accept")
+        assert r.status_code == 403 and r.json()["error"] == "insufficient_funds", r.text
+        # The inviter's money is gone by the time his partner accepts: refused, reason unsaid.
+        r = await ps["b_rico"].post("/api/lobby/quick-join", json={**paid, "partner": "b_otro"})
+        assert r.status_code == 202, r.text
+        invitation = r.json()["invitation_id"]
+        async with ps.p.client() as fin:
+            await sign_in(fin, "caja")
+            r = await fin.post(
+                "/api/finance/withdrawals",
+                json={"player": "b_rico", "amount": DEPOSIT - 1, "reference": "test"},
+            )
+            assert r.status_code == 200, r.text
+        r = await ps["b_otro"].post(f"/api/invitations/{invitation}/accept")
+        assert r.status_code == 403 and r.json()["error"] == "partner_unavailable", r.text
+        assert await ps.balance("b_otro") == DEPOSIT and await ps.seats("b_otro") == []
+        assert await ps.balance("b_pobre") == STAKE - 1 and await ps.seats("b_pobre") == []
+        assert await ps.balance("b_rico") == 1 and await ps.seats("b_rico") == []
+
+
 # ------------------------------------------------------------------ every seating route
 
 # Every route under /api/lobby and /api/invitations, by what it does. A route that seats or

@@ -26,6 +26,8 @@ InvitationStatus = Literal["pending", "accepted", "declined", "cancelled", "expi
 # A player may have this many pending invitations out, and this many waiting for his answer.
 MAX_PENDING_OUT = 5
 MAX_PENDING_IN = 20
+# And send at most this many an hour, decided ones included (no flooding by invite-and-cancel).
+MAX_PER_HOUR = 60
 # Listings stop here (pending ones fit: see the limits above).
 MAX_LISTED = 50
 MAX_ID = 2**62
@@ -121,14 +123,19 @@ async def create(db: AsyncEngine, new: NewInvitation, ttl_s: int) -> tuple[Invit
         counts = (
             await conn.execute(
                 text(
-                    "SELECT count(*) FILTER (WHERE inviter = :u) AS out, "
-                    "count(*) FILTER (WHERE invitee = :p) AS in_ "
-                    "FROM gateway.invitations WHERE status = 'pending' AND expires_at > now() "
-                    "AND (inviter = :u OR invitee = :p)"
+                    "SELECT count(*) FILTER (WHERE inviter = :u AND status = 'pending' "
+                    "AND expires_at > now()) AS out, "
+                    "count(*) FILTER (WHERE invitee = :p AND status = 'pending' "
+                    "AND expires_at > now()) AS in_, "
+                    "count(*) FILTER (WHERE inviter = :u "
+                    "AND created_at > now() - interval '1 hour') AS last_hour "
+                    "FROM gateway.invitations WHERE inviter = :u OR invitee = :p"
                 ),
                 {"u": new.inviter, "p": new.invitee},
             )
         ).one()
+        if counts.last_hour >= MAX_PER_HOUR:
+            raise ServiceError(429, "rate_limited", f"at most {MAX_PER_HOUR} invitations an hour")
         if counts.out >= MAX_PENDING_OUT:
             raise ServiceError(
                 409,

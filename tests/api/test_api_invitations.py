@@ -232,6 +232,17 @@ async def test_decline_cancel_expiry_and_misuse(
         )
         assert r.status_code == 409 and r.json()["error"] == "too_many_invitations"
 
+        # And at most sixty an hour, however many were cancelled (sent earlier, here by SQL).
+        await _sql(
+            platform_db,
+            "INSERT INTO gateway.invitations (inviter, invitee, op, kind, tier, status, "
+            "idempotency_key, created_at, expires_at) SELECT 'm_dani', 'm_cris', 'quick', "
+            "'casa-parejas', '20', 'cancelled', 'old-' || n, now() - interval '30 minutes', "
+            "now() - interval '29 minutes' FROM generate_series(1, 60) AS n",
+        )
+        r = await ps["m_dani"].post("/api/lobby/quick-join", json={**kind, "partner": "m_cris"})
+        assert r.status_code == 429 and r.json()["error"] == "rate_limited", r.text
+
         for name in ("m_ana", "m_cris", "m_dani"):
             assert await ps.balance(name) == 4000, name
             assert await ps.seats(name) == [], name

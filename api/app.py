@@ -22,7 +22,15 @@ from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
-from api import routes_admin, routes_audit, routes_auth, routes_lobby, routes_money, routes_table
+from api import (
+    routes_admin,
+    routes_audit,
+    routes_auth,
+    routes_invitations,
+    routes_lobby,
+    routes_money,
+    routes_table,
+)
 from api.backends import Backends
 from api.feed import MatchFeed
 from api.security import SECURITY_HEADERS, RateLimiter, RequestLimits, SignInLimits
@@ -77,6 +85,7 @@ def create_app(
             *routes_auth.ROUTES,
             *routes_money.ROUTES,
             *routes_lobby.ROUTES,
+            *routes_invitations.ROUTES,
             *routes_table.ROUTES,
             *routes_audit.ROUTES,
             *routes_admin.ROUTES,

@@ -23,7 +23,7 @@ from litestar.connection import ASGIConnection
 from litestar.types import ASGIApp, Message, Receive, Scope, Send
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api.accounts import Session, User, resolve_session
+from api.accounts import Session, resolve_session
 from services.common.errors import ServiceError
 
 SESSION_COOKIE = "mesa_session"
@@ -254,10 +254,3 @@ async def require(connection: ASGIConnection[Any, Any, Any, Any], *roles: str) -
     if roles and session.user.role not in roles:
         raise ServiceError(403, "forbidden", "your role may not do this")
     return session
-
-
-def require_player_may_pay(user: User) -> None:
-    if user.status == "locked":
-        raise ServiceError(403, "account_locked", "this account is locked")
-    if not user.may_play_paid():
-        raise ServiceError(403, "self_excluded", "you are self-excluded from paid tables")

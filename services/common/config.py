@@ -49,6 +49,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     operator_key_file: Path | None = None
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
+    invitation_ttl_s: int = 60
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -186,6 +187,13 @@ def _positive_int(name: str, raw: str) -> int:
     return int(raw)
 
 
+def _invitation_ttl(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 86_400:
+        raise ConfigError(f"{name} must be at most 86400 (one day), got {raw!r}")
+    return value
+
+
 def _host(name: str, raw: str) -> str:
     if not re.match(r"^[A-Za-z0-9.:\-\[\]]+$", raw):
         raise ConfigError(f"{name} must be a host name or address, got {raw!r}")
@@ -254,6 +262,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "matchmaking_config_file",
         lambda n, r: Path(r),
         "JSON file: table kinds and tiers offered, reservation lifetimes, limits",
+    ),
+    "MESA_INVITATION_TTL_S": (
+        "invitation_ttl_s",
+        _invitation_ttl,
+        "how long a partner invitation waits for an answer",
     ),
     "MESA_OPERATOR_KEY_FILE": (
         "operator_key_file",

@@ -47,15 +47,23 @@ class Platform:
 
 @asynccontextmanager
 async def platform(
-    database_url: str, secret: bytes, key_dir: Path, gateways: int = 1, redis_url: str = ""
+    database_url: str,
+    secret: bytes,
+    key_dir: Path,
+    gateways: int = 1,
+    redis_url: str = "",
+    **overrides: object,
 ) -> AsyncIterator[Platform]:
     """The real services in-process; `gateways` gateway apps share them (and one database).
 
-    `redis_url` puts the gateways' table feed on Redis (see `redis_server`).
+    `redis_url` puts the gateways' table feed on Redis (see `redis_server`); `overrides` are
+    further settings (e.g. `invitation_ttl_s`).
     """
     key_file = key_dir / "operator_key.pem"
     ensure_dev_key(key_file)
-    settings = make_settings(database_url, secret, operator_key_file=key_file, redis_url=redis_url)
+    settings = make_settings(
+        database_url, secret, operator_key_file=key_file, redis_url=redis_url, **overrides
+    )
     ledger_app = create_ledger_app(settings, seal_in_background=False)
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()

@@ -210,7 +210,7 @@ def address_key(address: str) -> str:
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             return str(ip.ipv4_mapped)
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+        return str(ipaddress.IPv6Network((int(ip) >> 64 << 64, 64)))
     return str(ip)
 
 

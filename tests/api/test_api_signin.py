@@ -313,3 +313,13 @@ async def test_argon2id_for_new_hashes_and_scrypt_upgraded_at_sign_in(app, gatew
         assert await accounts.authenticate(db, "fay", PASSWORD + "x") is None
     finally:
         await db.dispose()
+
+
+def test_argon2_hashes_with_other_parameters_are_rehashed():
+    from argon2 import PasswordHasher
+
+    other = PasswordHasher(time_cost=1, memory_cost=8 * 1024, parallelism=1).hash(PASSWORD)
+    assert passwords.check_password(PASSWORD, other)
+    assert passwords.needs_rehash(other)
+    assert not passwords.needs_rehash(passwords.hash_password(PASSWORD))
+    assert not passwords.check_password(PASSWORD, "not a hash")

@@ -33,7 +33,13 @@ from api import (
 )
 from api.backends import Backends
 from api.feed import MatchFeed
-from api.security import SECURITY_HEADERS, RateLimiter, RequestLimits, SignInLimits
+from api.security import (
+    SECURITY_HEADERS,
+    RateLimiter,
+    RequestLimits,
+    SignInLimits,
+    parse_networks,
+)
 from services.common.app import create_service_app
 from services.common.config import VERSION, Settings
 
@@ -108,6 +114,7 @@ def create_app(
     )
     state: Any = app.state
     state.sign_in_limits = SignInLimits()
+    state.trusted_proxies = parse_networks(settings.trusted_proxies)
     state.chat_limits = RateLimiter(limit=1, window_s=1.5, max_keys=10_000)
     state.socket_counts = {}
     state.request_limits = RequestLimits()

@@ -326,11 +326,11 @@ async def setup_players(
     database_url: str, gateway_url: str, count: int, prefix: str, deposit: int = DEPOSIT_CENTS
 ) -> list[Player]:
     """`count` players with bearer tokens and `deposit` cents each; returns them."""
-    from api import accounts
+    from api import accounts, passwords
     from services.common.db import create_engine
 
-    # One scrypt hash for every load-test account (the cost is the sign-in's, not the test's).
-    hashed = accounts.hash_password(PASSWORD)
+    # One hash for every load-test account (the cost is the sign-in's, not the test's).
+    hashed = passwords.hash_password(PASSWORD)
     names = [f"{prefix}{i:05d}" for i in range(count)]
     finance_name = f"{prefix}fin"
     # Several finance tokens: the gateway limits requests per credential.

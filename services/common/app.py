@@ -48,6 +48,7 @@ from services.common.errors import ServiceError
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
 from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
+from services.common.strict_json import strict_json_body
 
 log = get_logger()
 
@@ -448,6 +449,7 @@ def create_service_app(
     guard = RequestGuard(service, settings, public)
     middleware = service_middleware(guard)
     loop_health = LoopHealth()
+    litestar_kwargs.setdefault("before_request", strict_json_body)
     app = Litestar(
         route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
         state=State({"settings": settings, "service": service, "public": public}),

@@ -6,6 +6,7 @@ so a typo never silently falls back to a default on a real-money platform.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -50,6 +51,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
     invitation_ttl_s: int = 60
+    trusted_proxies: tuple[str, ...] = ()
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -200,6 +202,18 @@ def _host(name: str, raw: str) -> str:
     return raw
 
 
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    networks = []
+    for part in raw.split(","):
+        try:
+            networks.append(str(ipaddress.ip_network(part.strip(), strict=False)))
+        except ValueError:
+            raise ConfigError(
+                f"{name} must be comma-separated IP addresses or CIDR networks, got {part!r}"
+            ) from None
+    return tuple(networks)
+
+
 def _currency(name: str, raw: str) -> str:
     if not re.match(r"^[A-Z]{3}$", raw):
         raise ConfigError(f"{name} must be an ISO 4217 code like USD, got {raw!r}")
@@ -251,6 +265,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "redis_url",
         _redis_url,
         "gateways: Redis for the cross-gateway table feed; unset = PostgreSQL LISTEN/NOTIFY",
+    ),
+    "MESA_TRUSTED_PROXIES": (
+        "trusted_proxies",
+        _networks,
+        "gateway: proxies (IPs/CIDRs, comma-separated) whose X-Forwarded-For is believed; "
+        "unset = none",
     ),
     "MESA_LOG_FORMAT": ("log_format", _choice("console", "json"), "console (readable) or json"),
     "MESA_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error"), "log level"),

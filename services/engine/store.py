@@ -179,7 +179,9 @@ class Store:
             )
         return dict(msgspec.json.decode(old))
 
-    async def load(self, match_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], bool] | None:
+    async def load(self, match_id: str) -> tuple[dict[str, Any], list[bytes], bool] | None:
+        """The match's document, its log records as stored (services.engine.records decodes
+        them) in order, and whether it is closed; None for an unknown match."""
         async with self._pool().acquire() as conn:
             doc = await conn.fetchval(
                 "SELECT spec FROM engine.matches WHERE match_id = $1", match_id
@@ -193,7 +195,7 @@ class Store:
             closed = await conn.fetchval(
                 "SELECT 1 FROM engine.match_closed WHERE match_id = $1", match_id
             )
-        records = [dict(msgspec.json.decode(r["record"])) for r in rows]
+        records = [bytes(r["record"]) for r in rows]
         return dict(msgspec.json.decode(doc)), records, closed is not None
 
     async def exists(self, match_id: str) -> bool:

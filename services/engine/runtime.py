@@ -40,8 +40,6 @@ from services.engine.rules.tiles import tiles_of
 SEED_COMMIT_TIMEOUT_MS = 15_000
 SEED_REVEAL_TIMEOUT_MS = 15_000
 CHOOSE_TIMEOUT_MS = 20_000
-APUESTA_TURN_TIMEOUT_MS = 25_000
-DOMINICANA_CLAIM_AFTER_MS = 120_000
 ABANDON_AFTER_MS = 300_000  # a human on turn this long without a move: a bot takes the seat
 # Limits.
 MAX_SEATS = 4
@@ -160,6 +158,12 @@ class Match:
     def humans(self) -> list[int]:
         return [s.seat for s in self.seats if s.human]
 
+    @property
+    def claimable(self) -> bool:
+        """The other side may claim the match from a seat that sits on its turn too long
+        (a match played turn by turn never)."""
+        return self.rules.claim_after_ms > 0 and not self.spec.turn_by_turn
+
     def is_bot(self, seat: int) -> bool:
         s = self.seats[seat]
         return s.bot or s.left
@@ -225,10 +229,10 @@ class Match:
             humans = [s for s in seats if not self.is_bot(s)]
             if not humans:
                 return None
-            if self.rules.variant == "apuesta":
-                return Deadline("turn", self.since_ms + APUESTA_TURN_TIMEOUT_MS, humans)
-            if self.rules.variant == "dominicana" and not self.spec.turn_by_turn:
-                return Deadline("claim", self.since_ms + DOMINICANA_CLAIM_AFTER_MS, humans)
+            if self.rules.turn_timeout_ms:
+                return Deadline("turn", self.since_ms + self.rules.turn_timeout_ms, humans)
+            if self.claimable:
+                return Deadline("claim", self.since_ms + self.rules.claim_after_ms, humans)
             return Deadline("abandon", self.since_ms + ABANDON_AFTER_MS, humans)
         return None
 
@@ -271,10 +275,8 @@ class Match:
             return L.Act(at_ms=now_ms, seat=seats[0], action=action, by="timeout")
         if kind == "turn":
             seat = seats[0]
-            if (
-                self.rules.variant == "apuesta"
-                and now_ms >= self.since_ms + APUESTA_TURN_TIMEOUT_MS
-            ):
+            timeout_ms = self.rules.turn_timeout_ms
+            if timeout_ms and now_ms >= self.since_ms + timeout_ms:
                 play = R.heaviest_playable(hand)
                 if play is not None:
                     return L.Act(at_ms=now_ms, seat=seat, action=play, by="timeout")
@@ -393,7 +395,7 @@ class Match:
         return L.Act(at_ms=at_ms, seat=seat, action=rule_action, by="player")
 
     def _check_claim(self, seat: int) -> None:
-        if self.rules.variant != "dominicana" or self.spec.turn_by_turn:
+        if not self.claimable:
             raise conflict("claim_not_allowed", "this match cannot be claimed")
         d = self.deadline()
         if d is None or d.kind != "claim":
@@ -403,7 +405,7 @@ class Match:
 
     def check_claim_time(self, seat: int, now_ms: int) -> None:
         self._check_claim(seat)
-        if now_ms < self.since_ms + DOMINICANA_CLAIM_AFTER_MS:
+        if now_ms < self.since_ms + self.rules.claim_after_ms:
             raise conflict("claim_not_allowed", "the player on turn still has time")
 
     # ------------------------------------------------------------------ applying records
@@ -815,7 +817,7 @@ class Match:
             kind, seats = self.awaiting()
             if seat in seats:
                 legal = [{"type": kind}]
-        if self.rules.variant == "dominicana" and not self.spec.turn_by_turn and hand is not None:
+        if self.claimable and hand is not None:
             d = self.deadline()
             if (
                 d is not None
@@ -860,8 +862,6 @@ def validate_spec(spec: CreateMatch) -> R.RuleSet:
             )
         if not s.bot and not s.player_id:
             raise bad_request("bad_match_spec", f"seat {s.seat} needs a player or a bot")
-        if s.bot and spec.variant == "cubana":
-            raise bad_request("bad_match_spec", "cubana: bots only fill a departed player's seat")
     if all(s.bot for s in spec.seats):
         raise bad_request("bad_match_spec", "a match needs at least one player")
     if spec.tier != "free" and spec.stake_cents <= 0:

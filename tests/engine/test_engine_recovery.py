@@ -24,6 +24,8 @@ from services.engine import runtime as RT
 from services.engine.clock import ManualClock
 from tests.engine.engine_helpers import auth, commitment, drive, spec
 
+APUESTA_TURN_MS = R.make_ruleset("apuesta").turn_timeout_ms
+
 
 async def test_engine_restart_restores_state_and_timers(
     harness_factory: Any, internal_secret: bytes
@@ -37,7 +39,7 @@ async def test_engine_restart_restores_state_and_timers(
         )
         clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
         for _ in range(5):
-            clock.advance(RT.APUESTA_TURN_TIMEOUT_MS)
+            clock.advance(APUESTA_TURN_MS)
         before = (await c.get("/internal/matches/rs1", headers=h)).json()
         views = [
             (await c.get(f"/internal/matches/rs1/seats/{s}/view", headers=h)).json()
@@ -54,7 +56,7 @@ async def test_engine_restart_restores_state_and_timers(
             for s in range(4)
         ]
         assert [v["hand"] for v in views2] == [v["hand"] for v in views]
-        clock.advance(RT.APUESTA_TURN_TIMEOUT_MS)
+        clock.advance(APUESTA_TURN_MS)
         moved = (await c2.get("/internal/matches/rs1", headers=h)).json()
         assert moved["seq"] == before["seq"] + 1 and len(moved["table"]) == len(before["table"]) + 1
         st = await drive(c2, hz2.engine, "rs1", h)

@@ -838,7 +838,7 @@ def _end_hand(
     scores = list(state.scores)
     bonuses = state.bonuses
     match_winner: int | None = None
-    ordered = rules.variant == "apuesta"
+    ordered = rules.match_end == V.MATCH_FIRST_TO_TARGET
     if winner_side is not None:
         scores[winner_side] += 1 if rules.scoring == "hands" else points
         if ordered and scores[winner_side] >= rules.target:
@@ -885,7 +885,7 @@ def _end_hand(
             match_winner = pase[1]
     viajera = bool(rules.viajera and winner_side is not None and hand_value >= rules.viajera)
     if not ordered and winner_side is not None:
-        if rules.variant == "casa":
+        if rules.match_end == V.MATCH_SOLE_LEADER:
             top = max(scores)
             if top >= rules.target and scores.count(top) == 1:  # one side alone leads
                 match_winner = scores.index(top)
@@ -947,8 +947,8 @@ def _tranque_winner(
         ws = seat_side[_first_from(opener, n, [s for s in range(n) if seat_side[s] in tied])]
     else:
         return None, None
-    if rules.variant == "casa":
-        return seat_side.index(ws), ws  # the side's first seat
+    if rules.tranque_seat == V.TRANQUE_SEAT_FIRST:
+        return seat_side.index(ws), ws
     members = [s for s in range(n) if seat_side[s] == ws]
     best = min(pips[s] for s in members)
     return _first_from(opener, n, [s for s in members if pips[s] == best]), ws

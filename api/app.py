@@ -28,6 +28,7 @@ from api import (
     routes_auth,
     routes_invitations,
     routes_lobby,
+    routes_log,
     routes_money,
     routes_table,
 )
@@ -94,6 +95,7 @@ def create_app(
             *routes_invitations.ROUTES,
             *routes_table.ROUTES,
             *routes_audit.ROUTES,
+            *routes_log.ROUTES,
             *routes_admin.ROUTES,
             static,
         ],

@@ -40,6 +40,18 @@ from fairness.merkle import (
     inclusion_ranges,
     perfect_nodes,
 )
+from fairness.tlog import (
+    MAX_ENTRY_BYTES,
+    TILE_HEIGHT,
+    TILE_WIDTH,
+    NoteError,
+    TileRef,
+    checkpoint_body,
+    entry_bundle,
+    sign_note,
+    tile_width,
+    verifier_key,
+)
 
 APPEND_SQL = (
     "SELECT out_index, out_size, out_root FROM fairness.append_leaves($1, $2, $3, $4, $5, $6)"
@@ -50,6 +62,8 @@ MAX_APPEND_BATCH = 1024
 APPEND_TIMEOUT_S = 30.0
 CHECKPOINT_LOCK = 0x46414952  # advisory lock key: "FAIR"
 DEFAULT_CHECKPOINT_INTERVAL_S = 5.0
+MAX_CHECKPOINTS_PAGE = 1000
+MAX_COSIGNATURES = 16  # witnesses kept per checkpoint
 
 
 class LogError(Exception):
@@ -69,6 +83,21 @@ class Orphan:
     index: int
     created_at: datetime
     closing_records: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCheckpoint:
+    """A checkpoint as a C2SP signed note, with the witnesses' cosignature lines."""
+
+    id: int
+    tree_size: int
+    note: str
+    cosignatures: tuple[str, ...]
+
+    def cosigned_note(self) -> str:
+        """The note with every stored cosignature line appended (signed-note allows any
+        number of signature lines)."""
+        return self.note + "".join(self.cosignatures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +164,10 @@ class LogStore:
         if len(envelopes) > MAX_APPEND_BATCH:
             raise LogError(f"refused: a batch holds at most {MAX_APPEND_BATCH} records")
         prepared, keys = await self._verified(envelopes)
+        for kind, _, data in prepared:
+            if len(data) > MAX_ENTRY_BYTES:
+                # an entry bundle (C2SP tlog-tiles) prefixes each entry with a uint16 length
+                raise LogError(f"refused {kind} record: longer than {MAX_ENTRY_BYTES} bytes")
         args: tuple[list[Any], ...] = ([], [], [], [], [], [])
         for kind, record, data in prepared:
             rotation = kind == "key_rotation"
@@ -424,10 +457,15 @@ class LogStore:
                 signing_key_id=self.key.key_id,
             )
             envelope = sign_record(self.key.private_key, record)
+            note = sign_note(
+                checkpoint_body(self.origin, head.tree_size, bytes(head.root_hash)),
+                self.origin,
+                self.key.private_key,
+            )
             await conn.execute(
                 text(
                     "INSERT INTO fairness.checkpoints (tree_size, root_hash, key_id, signed_at,"
-                    " envelope) VALUES (:n, :r, :k, :t, :e)"
+                    " envelope, note) VALUES (:n, :r, :k, :t, :e, :note)"
                 ),
                 {
                     "n": head.tree_size,
@@ -435,9 +473,135 @@ class LogStore:
                     "k": self.key.key_id,
                     "t": now,
                     "e": canonical_json(envelope),
+                    "note": note,
                 },
             )
             return envelope
+
+    # ------------------------------------------------------------------ C2SP views
+
+    def verifier_key(self) -> str:
+        """The log key as a signed-note verifier key; its name is the log's origin."""
+        return verifier_key(self.origin, self.key.public_raw)
+
+    async def checkpoint_notes(
+        self, after_id: int = 0, limit: int = MAX_CHECKPOINTS_PAGE, latest: bool = False
+    ) -> list[StoredCheckpoint]:
+        """Signed-note checkpoints in signing order (ids after `after_id`), or only the latest
+        one, each with its cosignature lines."""
+        limit = max(1, min(limit, MAX_CHECKPOINTS_PAGE))
+        order = "DESC" if latest else "ASC"
+        async with self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT id, tree_size, note FROM fairness.checkpoints"
+                        " WHERE note IS NOT NULL AND id > :after"
+                        f" ORDER BY id {order} LIMIT :limit"
+                    ),
+                    {"after": after_id, "limit": 1 if latest else limit},
+                )
+            ).all()
+            ids = [int(r.id) for r in rows]
+            cosigs: dict[int, list[str]] = {i: [] for i in ids}
+            if ids:
+                for c in await conn.execute(
+                    text(
+                        "SELECT checkpoint_id, line FROM fairness.cosignatures"
+                        " WHERE checkpoint_id = ANY(:ids) ORDER BY created_at, witness"
+                    ),
+                    {"ids": ids},
+                ):
+                    cosigs[int(c.checkpoint_id)].append(str(c.line))
+        return [
+            StoredCheckpoint(int(r.id), int(r.tree_size), str(r.note), tuple(cosigs[int(r.id)]))
+            for r in rows
+        ]
+
+    async def checkpoint_note_for(self, tree_size: int) -> StoredCheckpoint | None:
+        async with self.engine.connect() as conn:
+            r = (
+                await conn.execute(
+                    text(
+                        "SELECT id FROM fairness.checkpoints WHERE note IS NOT NULL"
+                        " AND tree_size = :n ORDER BY id DESC LIMIT 1"
+                    ),
+                    {"n": tree_size},
+                )
+            ).one_or_none()
+        if r is None:
+            return None
+        found = await self.checkpoint_notes(after_id=int(r.id) - 1, limit=1)
+        return found[0] if found else None
+
+    async def add_cosignature(self, checkpoint_id: int, witness: str, line: str) -> bool:
+        """Keep a witness's (already verified) cosignature line; False when the checkpoint
+        has as many witnesses as allowed. A second line by the same witness is ignored."""
+        async with self.engine.begin() as conn:
+            count = (
+                await conn.execute(
+                    text("SELECT count(*) FROM fairness.cosignatures WHERE checkpoint_id = :c"),
+                    {"c": checkpoint_id},
+                )
+            ).scalar_one()
+            if count >= MAX_COSIGNATURES:
+                return False
+            await conn.execute(
+                text(
+                    "INSERT INTO fairness.cosignatures (checkpoint_id, witness, line)"
+                    " VALUES (:c, :w, :l) ON CONFLICT DO NOTHING"
+                ),
+                {"c": checkpoint_id, "w": witness, "l": line},
+            )
+        return True
+
+    async def tile(self, ref: TileRef) -> bytes | None:
+        """A hash tile (concatenated 32-byte node hashes at level 8*L) or an entry bundle, of
+        exactly `ref.width` items; None while the log is too small for it."""
+        size = await self.checkpointed_size()
+        if ref.width > TILE_WIDTH or tile_width(size, ref.level, ref.index) < ref.width:
+            return None
+        first = ref.index * TILE_WIDTH
+        async with self.engine.connect() as conn:
+            if ref.level is None:
+                rows = (
+                    await conn.execute(
+                        text(
+                            "SELECT leaf_data FROM fairness.leaves"
+                            " WHERE idx >= :a AND idx < :b ORDER BY idx"
+                        ),
+                        {"a": first, "b": first + ref.width},
+                    )
+                ).all()
+                if len(rows) != ref.width:
+                    return None
+                try:
+                    return entry_bundle([bytes(r.leaf_data) for r in rows])
+                except NoteError as exc:
+                    raise LogError(str(exc)) from exc
+            rows = (
+                await conn.execute(
+                    text(
+                        "SELECT hash FROM fairness.nodes WHERE level = :l"
+                        " AND idx >= :a AND idx < :b ORDER BY idx"
+                    ),
+                    {"l": ref.level * TILE_HEIGHT, "a": first, "b": first + ref.width},
+                )
+            ).all()
+        if len(rows) != ref.width:
+            return None
+        return b"".join(bytes(r.hash) for r in rows)
+
+    async def checkpointed_size(self) -> int:
+        """Tree size of the newest signed-note checkpoint (0 without one): tiles are served
+        up to it, so every tile a client fetches is covered by a checkpoint it can get."""
+        async with self.engine.connect() as conn:
+            r = (
+                await conn.execute(
+                    text("SELECT max(tree_size) FROM fairness.checkpoints WHERE note IS NOT NULL")
+                )
+            ).scalar_one_or_none()
+        return int(r or 0)
 
     async def deal_proof(self, deal_id: str) -> DealProof:
         """Inclusion of the deal's commitment against the latest checkpoint (signing one now if

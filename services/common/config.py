@@ -48,6 +48,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     commission_rate_bp: int = 1000
     currency: str = "USD"
     operator_key_file: Path | None = None
+    log_origin: str = "mesa-fairness-log"
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
     invitation_ttl_s: int = 60
@@ -220,6 +221,13 @@ def _currency(name: str, raw: str) -> str:
     return raw
 
 
+def _log_origin(name: str, raw: str) -> str:
+    # the origin is the log key's signed-note name: printable, no spaces, no `+`
+    if not re.fullmatch(r"[!-*,-~]{1,200}", raw):
+        raise ConfigError(f"{name} must be 1-200 printable ASCII characters without space or +")
+    return raw
+
+
 # variable -> (settings field, parser, description for docs/reference/configuration.md)
 VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
@@ -292,6 +300,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "operator_key_file",
         lambda n, r: Path(r),
         "Ed25519 operator signing key file",
+    ),
+    "MESA_LOG_ORIGIN": (
+        "log_origin",
+        _log_origin,
+        "transparency log origin: the first line of its checkpoints and its key's name",
     ),
 }
 # Variables read elsewhere (documented in docs/reference/configuration.md) that must not be

@@ -135,7 +135,7 @@ def create_app(
         await store.start()
         fair: Any = fairness
         if fair is None:
-            fair = PgFairnessLog(app.state.db, key)
+            fair = PgFairnessLog(app.state.db, key, settings.log_origin)
             await fair.start()
         led: Any = ledger if ledger is not None else HttpLedger(settings)
         engine = Engine(store, clock or RealClock(), key, fair, led)

@@ -13,25 +13,41 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
-from litestar import get
+from litestar import get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery, Parameter
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
 from fairness.shuffle import deal as shuffle_deal
+from fairness.tlog import (
+    ALG_COSIGNATURE_V1,
+    TILE_WIDTH,
+    NoteError,
+    parse_checkpoint,
+    parse_tile_path,
+    parse_verifier_key,
+    split_note,
+    verify_note,
+)
 from fairness.transcript import TRANSCRIPT_FORMAT, Transcript
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     MAX_LEAVES_PAGE,
     MAX_TRANSCRIPTS_PAGE,
+    CheckpointNote,
+    CheckpointNotes,
     ConsistencyProof,
+    CosignatureAccepted,
+    CosignatureIn,
     InclusionProof,
     KeyList,
     LeafList,
     LeafOut,
+    LogBlob,
+    LogText,
     OrphanList,
     OrphanOut,
     PublicKey,
@@ -60,7 +76,7 @@ def _store(state: State) -> LogStore:
         except ValueError as exc:
             raise ServiceError(503, "no_operator_key", str(exc)[:200]) from None
         db: AsyncEngine = state.db
-        store = LogStore(db, key)
+        store = LogStore(db, key, settings.log_origin)
         state.audit_store = store
     return store
 
@@ -325,7 +341,80 @@ async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     )
 
 
+# ------------------------------------------------------------------ C2SP public log views
+
+
+@get("/internal/audit/log/key")
+async def log_key(state: State) -> LogText:
+    return LogText(text=_store(state).verifier_key() + "\n")
+
+
+@get("/internal/audit/log/checkpoint")
+async def log_checkpoint(state: State) -> LogText:
+    found = await _store(state).checkpoint_notes(latest=True)
+    if not found:
+        raise ServiceError(404, "no_checkpoint", "the log has no checkpoint yet")
+    return LogText(text=found[0].cosigned_note())
+
+
+@get("/internal/audit/log/checkpoints")
+async def log_checkpoints(
+    state: State,
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+) -> CheckpointNotes:
+    found = await _store(state).checkpoint_notes(after_id=after, limit=limit)
+    return CheckpointNotes(
+        checkpoints=[
+            CheckpointNote(id=c.id, tree_size=c.tree_size, note=c.cosigned_note()) for c in found
+        ]
+    )
+
+
+@get("/internal/audit/log/tile")
+async def log_tile(state: State, path: Annotated[str, Parameter(max_length=200)]) -> LogBlob:
+    try:
+        ref = parse_tile_path(path)
+    except NoteError as exc:
+        raise ServiceError(400, "bad_tile", str(exc)[:200]) from None
+    try:
+        data = await _store(state).tile(ref)
+    except LogError as exc:
+        raise ServiceError(400, "bad_tile", str(exc)[:200]) from None
+    if data is None:
+        raise ServiceError(404, "no_tile", "the log has no such tile (yet)")
+    return LogBlob(data=data, full=ref.width == TILE_WIDTH)
+
+
+@post("/internal/audit/log/cosignature", status_code=200)
+async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> CosignatureAccepted:
+    """Keep a witness's cosignature of a stored checkpoint: the note must be exactly a stored
+    checkpoint (log signature included) and verify under the witness's cosignature key."""
+    store = _store(state)
+    try:
+        witness = parse_verifier_key(data.witness_key)
+        if witness.alg != ALG_COSIGNATURE_V1:
+            raise NoteError("the witness key must be a cosignature/v1 key (type 0x04)")
+        body, sigs = split_note(data.note)
+        verify_note(data.note, [witness])
+        cp = parse_checkpoint(body)
+    except NoteError as exc:
+        raise ServiceError(400, "bad_cosignature", str(exc)[:200]) from None
+    stored = await store.checkpoint_note_for(cp.size)
+    if stored is None or not stored.note.startswith(body + "\n"):
+        raise ServiceError(404, "no_checkpoint", "not a checkpoint this log signed")
+    line = next(s.line() for s in sigs if (s.name, s.key_hash) == (witness.name, witness.hash))
+    if not await store.add_cosignature(stored.id, witness.key(), line):
+        raise ServiceError(409, "too_many_witnesses", "this checkpoint has enough cosignatures")
+    return CosignatureAccepted(checkpoint_id=stored.id, tree_size=stored.tree_size)
+
+
 AUDIT_ROUTES = [
+    log_key,
+    log_checkpoint,
+    log_checkpoints,
+    log_tile,
+    log_cosignature,
     list_transcripts,
     transcript,
     latest_checkpoint,

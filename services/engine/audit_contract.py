@@ -11,9 +11,14 @@ Routes (all under the service credential):
 - GET /internal/audit/keys                                   -> KeyList
 - GET /internal/audit/orphans                                -> OrphanList
 - GET /internal/audit/leaves?start=A&end=B                   -> LeafList (at most 1000)
+- GET /internal/audit/log/key                                -> LogText (signed-note verifier key)
+- GET /internal/audit/log/checkpoint                         -> LogText (C2SP checkpoint, cosigned)
+- GET /internal/audit/log/checkpoints?after=I&limit=N        -> CheckpointNotes (history)
+- GET /internal/audit/log/tile?path=tile/L/N[.p/W]           -> LogBlob (C2SP tlog-tiles)
+- POST /internal/audit/log/cosignature                       -> CosignatureAccepted
 
-Hashes, keys and leaf data are lowercase hex. Errors: 400 invalid_request / bad_range,
-404 unknown_deal / no_checkpoint.
+Hashes, keys and leaf data are lowercase hex. Errors: 400 invalid_request / bad_range /
+bad_tile / bad_cosignature, 404 unknown_deal / no_checkpoint / no_tile.
 """
 
 from __future__ import annotations
@@ -88,3 +93,38 @@ class LeafOut(msgspec.Struct, frozen=True):
 class LeafList(msgspec.Struct, frozen=True):
     tree_size: int
     leaves: list[LeafOut]
+
+
+class LogText(msgspec.Struct, frozen=True):
+    text: str
+
+
+class LogBlob(msgspec.Struct, frozen=True):
+    data: bytes  # base64 in JSON
+    full: bool  # a full tile never changes; a partial one is replaced by wider ones
+
+
+class CheckpointNote(msgspec.Struct, frozen=True):
+    id: int
+    tree_size: int
+    note: str  # the signed note, cosignature lines included
+
+
+class CheckpointNotes(msgspec.Struct, frozen=True):
+    checkpoints: list[CheckpointNote]
+
+
+MAX_WITNESS_NOTE = 8192
+
+
+class CosignatureIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A witness's cosignature of a stored checkpoint: the witness's verifier key (C2SP
+    tlog-cosignature, key type 0x04) and the checkpoint note carrying the witness's line."""
+
+    witness_key: str
+    note: str
+
+
+class CosignatureAccepted(msgspec.Struct, frozen=True):
+    checkpoint_id: int
+    tree_size: int

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from fairness.commitments import DEFAULT_ORIGIN
 from fairness.keys import OperatorKey
 from fairness.log_store import LogError, LogStore
 from services.common.config import Settings
@@ -47,8 +48,8 @@ _Pending = tuple[Mapping[str, Any], "asyncio.Future[None]"]
 
 
 class PgFairnessLog:
-    def __init__(self, engine: AsyncEngine, key: OperatorKey) -> None:
-        self.store = LogStore(engine, key)
+    def __init__(self, engine: AsyncEngine, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
+        self.store = LogStore(engine, key, origin)
         self._orphans_checked_at = float("-inf")
         self._queue: asyncio.Queue[_Pending] | None = None
         self._writer: asyncio.Task[None] | None = None

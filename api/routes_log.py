@@ -1,0 +1,104 @@
+"""The public transparency log, no account needed, in the ecosystem's formats (C2SP).
+
+- GET /log/key: the log's verifier key, signed-note format `<origin>+<hash>+<base64 key>`;
+- GET /log/checkpoint: the latest checkpoint (C2SP tlog-checkpoint signed note, with the
+  witnesses' cosignature lines);
+- GET /log/checkpoints?after=ID&limit=N: every checkpoint ever signed, oldest first (JSON);
+- GET /log/tile/<L>/<N>[.p/<W>] and /log/tile/entries/<N>[.p/<W>]: C2SP tlog-tiles, height 8;
+- POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON).
+
+docs/fairness.md section 9 is the normative description. Tiles never change once served (a
+partial tile of width W is the first W hashes of the full one), so they are cached for a year.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from litestar import Request, Response, get, post
+from litestar.params import FromPath, JSONBody, Parameter
+
+from api.backends import call, get_backends
+from api.openapi_errors import READ_ERRORS
+from services.common.errors import ServiceError
+from services.engine.audit_contract import (
+    CheckpointNotes,
+    CosignatureAccepted,
+    CosignatureIn,
+    LogBlob,
+    LogText,
+)
+
+TEXT = "text/plain; charset=utf-8"
+IMMUTABLE = "public, max-age=31536000, immutable"
+# A checkpoint changes every few seconds while the log grows.
+FRESH = "public, max-age=5"
+MAX_TILE_PATH = 200
+
+
+def _text(body: str, cache: str) -> Response[str]:
+    return Response(body, media_type=TEXT, headers={"cache-control": cache})
+
+
+@get("/log/key", tags=["log"], responses=READ_ERRORS)
+async def log_key(request: Request[Any, Any, Any]) -> Response[str]:
+    """The log's signed-note verifier key (its name is the log's origin)."""
+    engine = get_backends(request.app.state).engine
+    key = await call("engine", engine.get("/internal/audit/log/key", LogText))
+    return _text(key.text, "public, max-age=300")
+
+
+@get("/log/checkpoint", tags=["log"], responses=READ_ERRORS)
+async def log_checkpoint(request: Request[Any, Any, Any]) -> Response[str]:
+    """The latest checkpoint: a C2SP tlog-checkpoint signed note, with cosignatures."""
+    engine = get_backends(request.app.state).engine
+    cp = await call("engine", engine.get("/internal/audit/log/checkpoint", LogText))
+    return _text(cp.text, FRESH)
+
+
+@get("/log/checkpoints", tags=["log"], responses=READ_ERRORS)
+async def log_checkpoints(
+    request: Request[Any, Any, Any],
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+) -> Response[CheckpointNotes]:
+    """Every checkpoint the log signed, oldest first, after the id `after` (paging)."""
+    engine = get_backends(request.app.state).engine
+    notes = await call(
+        "engine",
+        engine.get(
+            "/internal/audit/log/checkpoints", CheckpointNotes, {"after": after, "limit": limit}
+        ),
+    )
+    return Response(notes, headers={"cache-control": FRESH})
+
+
+@get("/log/tile/{path:path}", tags=["log"], responses=READ_ERRORS)
+async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Response[bytes]:
+    """A hash tile or an entry bundle (C2SP tlog-tiles)."""
+    rest = path.lstrip("/")
+    if not rest or len(rest) > MAX_TILE_PATH:
+        raise ServiceError(400, "bad_tile", "not a tile path")
+    engine = get_backends(request.app.state).engine
+    blob = await call(
+        "engine", engine.get("/internal/audit/log/tile", LogBlob, {"path": "tile/" + rest})
+    )
+    return Response(
+        blob.data,
+        media_type="application/octet-stream",
+        headers={"cache-control": IMMUTABLE},
+    )
+
+
+@post("/log/cosignature", tags=["log"], status_code=200, responses=READ_ERRORS)
+async def log_cosignature(
+    request: Request[Any, Any, Any], data: JSONBody[CosignatureIn]
+) -> CosignatureAccepted:
+    """A witness's cosignature (C2SP tlog-cosignature) of a checkpoint this log signed."""
+    engine = get_backends(request.app.state).engine
+    return await call(
+        "engine", engine.post("/internal/audit/log/cosignature", data, CosignatureAccepted)
+    )
+
+
+ROUTES = [log_key, log_checkpoint, log_checkpoints, log_tile, log_cosignature]

@@ -5,7 +5,9 @@
   witnesses' cosignature lines);
 - GET /log/checkpoints?after=ID&limit=N: every checkpoint ever signed, oldest first (JSON);
 - GET /log/tile/<L>/<N>[.p/<W>] and /log/tile/entries/<N>[.p/<W>]: C2SP tlog-tiles, height 8;
-- POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON).
+- POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON);
+- GET /log/receipts/<deal id>: a deal's seed receipt (docs/fairness.md 4.7), public from the
+  moment the commit phase closes (it holds commitments only, never a seed).
 
 docs/fairness.md section 9 is the normative description. Tiles never change once served (a
 partial tile of width W is the first W hashes of the full one), so they are cached for a year.
@@ -13,6 +15,7 @@ partial tile of width W is the first W hashes of the full one), so they are cach
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
 from litestar import Request, Response, get, post
@@ -34,6 +37,7 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 # A checkpoint changes every few seconds while the log grows.
 FRESH = "public, max-age=5"
 MAX_TILE_PATH = 200
+DEAL_ID_RE = re.compile(r"[A-Za-z0-9._/-]{1,128}")
 
 
 def _text(body: str, cache: str) -> Response[str]:
@@ -101,4 +105,16 @@ async def log_cosignature(
     )
 
 
-ROUTES = [log_key, log_checkpoint, log_checkpoints, log_tile, log_cosignature]
+@get("/log/receipts/{deal_id:path}", tags=["log"], responses=READ_ERRORS)
+async def seed_receipt(request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Response[Any]:
+    """The deal's seed receipt: every seat's logged seed commitment, with its inclusion proof
+    against a signed checkpoint."""
+    deal = deal_id.lstrip("/")
+    if DEAL_ID_RE.fullmatch(deal) is None:
+        raise ServiceError(400, "invalid_request", "bad deal id")
+    engine = get_backends(request.app.state).engine
+    doc = await call("engine", engine.get(f"/internal/audit/receipts/{deal}", dict[str, Any]))
+    return Response(doc, headers={"cache-control": FRESH})
+
+
+ROUTES = [seed_receipt, log_key, log_checkpoint, log_checkpoints, log_tile, log_cosignature]

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--public-key", action="append", default=[], help="operator public key (PEM or hex)"
     )
+    v.add_argument(
+        "--receipt", help="your seed receipt (JSON, from /log/receipts/<deal id>) for this hand"
+    )
     return p
 
 
@@ -67,11 +70,12 @@ def load_replayer() -> Any:
 def _cmd_verify(ns: argparse.Namespace) -> int:
     from fairness.commitments import raw_public_key
     from fairness.keys import OperatorKeyError, public_key_from_text
-    from fairness.transcript import decode_signed, decode_transcript
+    from fairness.transcript import decode_receipt, decode_signed, decode_transcript
     from fairness.verify import verify_transcript
 
     transcript = decode_transcript(_read(ns.transcript))
     checkpoint = decode_signed(_read(ns.checkpoint)) if ns.checkpoint else None
+    receipt = decode_receipt(_read(ns.receipt)) if ns.receipt else None
     keys = None
     if ns.public_key:
         keys = []
@@ -81,7 +85,11 @@ def _cmd_verify(ns: argparse.Namespace) -> int:
             except OperatorKeyError as exc:
                 raise UsageError(f"{f}: {exc}") from None
     report = verify_transcript(
-        transcript, public_keys=keys, checkpoint=checkpoint, replayer=load_replayer()
+        transcript,
+        public_keys=keys,
+        checkpoint=checkpoint,
+        replayer=load_replayer(),
+        receipt=receipt,
     )
     if report.ok:
         print("verified")

@@ -7,6 +7,7 @@ docs/fairness.md; this module is its reference implementation.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,9 @@ from fairness.shuffle import (
 RECORD_VERSION = 1
 MAX_SAFE_INT = 2**53 - 1
 DEFAULT_ORIGIN = "mesa-fairness-log"
-RECORD_TYPES = ("commitment", "result", "void", "key_rotation")
+RECORD_TYPES = ("commitment", "seed_commitments", "result", "void", "key_rotation")
+SEED_SOURCES = ("player", "cpu")
+CPU_SEED_PREFIX = "mesa-cpu-seed-v1"
 PURPOSES = ("deal", "cuban_draw", "pares_o_nones")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
@@ -266,6 +269,49 @@ def void_record(
         "commitment": commitment,
         "reason": reason,
         "server_seed": None if server_seed is None else parse_server_seed(server_seed).hex(),
+        "time": format_time(time),
+        "key_id": signing_key_id,
+    }
+
+
+def cpu_seed(server_seed: bytes | str, deal_id: str, seat: int) -> str:
+    """The seed of a seat the house plays: hex(HMAC-SHA256(server_seed,
+    "mesa-cpu-seed-v1|<deal_id>|<seat>")). Fixed by the server-seed commitment, logged before
+    any player reveals, and checkable once the server seed is revealed."""
+
+    msg = f"{CPU_SEED_PREFIX}|{validate_deal_id(deal_id)}|{seat}".encode()
+    return hmac.new(parse_server_seed(server_seed), msg, hashlib.sha256).hexdigest()
+
+
+def seed_commitments_record(
+    *,
+    deal_id: str,
+    commitment: str,
+    seats: Sequence[tuple[str, str | None]],
+    time: datetime,
+    signing_key_id: str,
+) -> dict[str, JSON]:
+    """Every seat's seed commitment for a deal, logged when the commit phase closes and before
+    any reveal: `seats[i]` is (source "player" or "cpu", commitment hex or None for a seat
+    that sent none in time). Signed and logged, it is each seat's receipt."""
+    validate_deal_id(deal_id)
+    if _HEX64.fullmatch(commitment) is None:
+        raise RecordError("commitment must be 64 lowercase hex digits")
+    out = []
+    for i, (source, c) in enumerate(seats):
+        if source not in SEED_SOURCES:
+            raise RecordError(f"unknown seed source {source!r}")
+        if c is not None and _HEX64.fullmatch(c) is None:
+            raise RecordError("a seat's commitment must be 64 lowercase hex digits")
+        if source == "cpu" and c is None:
+            raise RecordError("a CPU seat always commits")
+        out.append({"seat": i, "source": source, "commitment": c})
+    return {
+        "type": "seed_commitments",
+        "v": RECORD_VERSION,
+        "deal_id": deal_id,
+        "commitment": commitment,
+        "seats": out,
         "time": format_time(time),
         "key_id": signing_key_id,
     }

@@ -19,6 +19,7 @@ from fairness.commitments import (
     SeedRoundResult,
     commitment_record,
     result_record,
+    seed_commitments_record,
     server_seed_commitment,
     sign_record,
     void_record,
@@ -105,6 +106,24 @@ def void_deal(
         commitment=opened.record["commitment"],
         reason=reason,
         server_seed=opened.server_seed if reveal_seed else None,
+        time=now,
+        signing_key_id=key.key_id,
+    )
+    return sign_record(key.private_key, record)
+
+
+def log_seed_commitments(
+    key: OperatorKey,
+    opened: OpenDeal,
+    seats: Sequence[tuple[str, str | None]],
+    now: datetime,
+) -> dict[str, Any]:
+    """The signed record of every seat's seed commitment (or its absence): the seats'
+    receipt, logged before any seed is revealed."""
+    record = seed_commitments_record(
+        deal_id=opened.deal_id,
+        commitment=opened.record["commitment"],
+        seats=seats,
         time=now,
         signing_key_id=key.key_id,
     )

@@ -603,6 +603,29 @@ class LogStore:
             ).scalar_one_or_none()
         return int(r or 0)
 
+    async def record_index(self, deal_id: str, kind: str) -> int | None:
+        """Index of the deal's record of `kind` (commitment, seed_commitments, result, void)."""
+        async with self.engine.connect() as conn:
+            r = (
+                await conn.execute(
+                    text("SELECT idx FROM fairness.leaves WHERE type = :t AND deal_id = :d"),
+                    {"t": kind, "d": deal_id},
+                )
+            ).one_or_none()
+        return None if r is None else int(r.idx)
+
+    async def covering_checkpoint(self, index: int) -> dict[str, Any]:
+        """The latest checkpoint, signing one now if it does not cover leaf `index` yet."""
+        cp = await self.latest_checkpoint()
+        if cp is None or cp["record"]["tree_size"] <= index:
+            cp = await self.checkpoint_if_due(force=True) or await self.latest_checkpoint()
+        if cp is None or cp["record"]["tree_size"] <= index:
+            raise LogError("no checkpoint covers the record")
+        return cp
+
+    async def proofs_at(self, indexes: Sequence[int], tree_size: int) -> list[list[bytes]]:
+        return [(await self.inclusion_proof(i, tree_size))[1] for i in indexes]
+
     async def deal_proof(self, deal_id: str) -> DealProof:
         """Inclusion of the deal's commitment against the latest checkpoint (signing one now if
         none covers it yet)."""

@@ -15,6 +15,7 @@ from fairness.commitments import SeedEntry
 from fairness.shuffle import Deal
 
 TRANSCRIPT_FORMAT = "mesa-transcript-v1"
+RECEIPT_FORMAT = "mesa-seed-receipt-v1"
 
 
 class TranscriptError(ValueError):
@@ -57,7 +58,7 @@ class InclusionDoc(msgspec.Struct, forbid_unknown_fields=True):
     path: list[str]
 
 
-class Transcript(msgspec.Struct, forbid_unknown_fields=True):
+class Transcript(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     format: str
     deal_id: str
     commitment: SignedRecord
@@ -72,6 +73,34 @@ class Transcript(msgspec.Struct, forbid_unknown_fields=True):
     result: dict[str, Any] | None
     inclusion: InclusionDoc
     checkpoint: SignedRecord
+    # The logged seed_commitments record (the seats' receipt) and the logged result record,
+    # each with its inclusion proof against `checkpoint` (docs/fairness.md section 6).
+    seed_record: SignedRecord | None = None
+    seed_inclusion: InclusionDoc | None = None
+    result_record: SignedRecord | None = None
+    result_inclusion: InclusionDoc | None = None
+
+
+class Receipt(msgspec.Struct, forbid_unknown_fields=True):
+    """A seat's proof, given before the server seed is revealed, that the log holds every
+    seat's seed commitment for the deal (docs/fairness.md section 4.7)."""
+
+    format: str
+    deal_id: str
+    record: SignedRecord  # the seed_commitments record
+    inclusion: InclusionDoc
+    checkpoint: SignedRecord
+    checkpoint_note: str  # the same checkpoint as a C2SP signed note
+
+
+def decode_receipt(data: bytes | str) -> Receipt:
+    try:
+        r = msgspec.json.decode(data, type=Receipt)
+    except msgspec.DecodeError as exc:
+        raise TranscriptError(f"invalid receipt: {exc}") from exc
+    if r.format != RECEIPT_FORMAT:
+        raise TranscriptError(f"unknown receipt format {r.format!r}")
+    return r
 
 
 def build_transcript(

@@ -19,15 +19,18 @@ from fairness.commitments import (
     REVEALED,
     canonical_json,
     checkpoint_fields,
+    cpu_seed,
     key_id,
     leaf_bytes,
     player_seed_commitment,
     server_seed_commitment,
+    sha256_hex,
     verify_signed,
 )
 from fairness.merkle import leaf_hash, verify_inclusion
 from fairness.shuffle import deal, parse_server_seed, validate_player_seed
-from fairness.transcript import SignedRecord, Transcript
+from fairness.tlog import NoteError, parse_checkpoint, split_note
+from fairness.transcript import InclusionDoc, Receipt, SignedRecord, Transcript
 
 CHECKS = (
     "signature",
@@ -37,6 +40,8 @@ CHECKS = (
     "replay",
     "merkle_inclusion",
     "checkpoint_signature",
+    "seed_receipt",
+    "result_record",
 )
 
 Replayer = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -202,12 +207,117 @@ def _check_checkpoint(
     checkpoint_fields(record)
 
 
+def _verify_leaf(
+    envelope: SignedRecord, inc: InclusionDoc | None, checkpoint: SignedRecord, what: str
+) -> None:
+    if inc is None:
+        raise CheckFailed(f"no inclusion proof for the {what}")
+    size, root = checkpoint_fields(checkpoint.record)
+    if inc.tree_size != size:
+        raise CheckFailed(f"{what} proof is for tree size {inc.tree_size}, checkpoint has {size}")
+    path = []
+    for h in inc.path:
+        if len(h) != 64:
+            raise CheckFailed("proof hashes must be 64 hex digits")
+        path.append(bytes.fromhex(h))
+    verify_inclusion(inc.leaf_index, size, leaf_hash(leaf_bytes(envelope.to_json())), path, root)
+
+
+def _check_seed_receipt(
+    t: Transcript,
+    external: SignedRecord | None,
+    trusted: Sequence[bytes] | None,
+    receipt: Receipt | None,
+) -> None:
+    """The seeds dealt from are exactly the ones the log recorded before any reveal: every
+    seat's commitment in the logged seed_commitments record (and the player's own receipt,
+    when given) equals the transcript's; a CPU seat's seed is the one its formula gives."""
+    if t.seed_record is None:
+        raise CheckFailed("no logged seed_commitments record: the seeds are unreceipted")
+    record = verify_signed(t.seed_record.to_json(), _keys(t, trusted))
+    if record.get("type") != "seed_commitments":
+        raise CheckFailed("seed record is not a seed_commitments record")
+    if record.get("deal_id") != t.deal_id or record.get("commitment") != _record(t).get(
+        "commitment"
+    ):
+        raise CheckFailed("seed record is for another deal or server commitment")
+    seats = record.get("seats")
+    if not isinstance(seats, list) or len(seats) != len(t.player_seeds):
+        raise CheckFailed("seed record has not one entry per seat")
+    for i, (logged, entry) in enumerate(zip(seats, t.player_seeds, strict=True)):
+        if not isinstance(logged, dict) or logged.get("seat") != i:
+            raise CheckFailed(f"seed record entry {i} names another seat")
+        if logged.get("commitment") != entry.commitment:
+            raise CheckFailed(
+                f"seat {i}: the transcript's seed commitment is not the logged one (the seed "
+                "was substituted)"
+            )
+        if logged.get("source") == "cpu":
+            if entry.status != REVEALED or entry.seed != cpu_seed(t.server_seed, t.deal_id, i):
+                raise CheckFailed(f"seat {i}: the CPU seed is not the committed formula's")
+        elif logged.get("source") != "player":
+            raise CheckFailed(f"seat {i}: unknown seed source")
+    _verify_leaf(t.seed_record, t.seed_inclusion, _checkpoint(t, external), "seed record")
+    if receipt is not None:
+        verify_receipt(receipt, trusted if trusted is not None else _trusted_of(t))
+        if canonical_json(receipt.record.to_json()) != canonical_json(t.seed_record.to_json()):
+            raise CheckFailed("the transcript's seed record differs from your receipt")
+
+
+def _trusted_of(t: Transcript) -> list[bytes]:
+    return list(_keys(t, None).values())
+
+
+def _check_result_record(
+    t: Transcript, external: SignedRecord | None, trusted: Sequence[bytes] | None
+) -> None:
+    """The logged result record reveals the same server seed, seeds, moves and result."""
+    if t.result_record is None:
+        raise CheckFailed("no logged result record")
+    record = verify_signed(t.result_record.to_json(), _keys(t, trusted))
+    if record.get("type") != "result":
+        raise CheckFailed("result record is not of type result")
+    expected = {
+        "deal_id": t.deal_id,
+        "commitment": _record(t).get("commitment"),
+        "server_seed": t.server_seed,
+        "seeds": [e.seed for e in t.player_seeds],
+        "moves_sha256": sha256_hex(canonical_json(msgspec.to_builtins(t.moves))),
+    }
+    for name, value in expected.items():
+        if record.get(name) != value:
+            raise CheckFailed(f"logged result record: {name} differs from the transcript")
+    if canonical_json(record.get("result")) != canonical_json(t.result):
+        raise CheckFailed("logged result differs from the transcript's result")
+    _verify_leaf(t.result_record, t.result_inclusion, _checkpoint(t, external), "result record")
+
+
+def verify_receipt(receipt: Receipt, trusted: Sequence[bytes]) -> None:
+    """A seed receipt: the operator's signed seed_commitments record, included in a signed
+    checkpoint (JSON and C2SP note forms agree). Raises CheckFailed."""
+    keys = {key_id(k): k for k in trusted}
+    record = verify_signed(receipt.record.to_json(), keys)
+    if record.get("type") != "seed_commitments" or record.get("deal_id") != receipt.deal_id:
+        raise CheckFailed("receipt does not hold the deal's seed_commitments record")
+    verify_signed(receipt.checkpoint.to_json(), keys)
+    _verify_leaf(receipt.record, receipt.inclusion, receipt.checkpoint, "receipt")
+    size, root = checkpoint_fields(receipt.checkpoint.record)
+    try:
+        body, _ = split_note(receipt.checkpoint_note)
+        note_cp = parse_checkpoint(body)
+    except NoteError as exc:
+        raise CheckFailed(f"receipt checkpoint note: {exc}") from exc
+    if (note_cp.size, note_cp.root) != (size, root):
+        raise CheckFailed("receipt checkpoint note and record disagree")
+
+
 def verify_transcript(
     t: Transcript,
     *,
     public_keys: Sequence[bytes] | None = None,
     checkpoint: SignedRecord | None = None,
     replayer: Replayer | None = None,
+    receipt: Receipt | None = None,
 ) -> VerificationReport:
     """Run every check; `public_keys` (raw 32-byte keys) pins the operator keys instead of the
     transcript's own, `checkpoint` replaces the transcript's checkpoint, `replayer` is the rules
@@ -220,6 +330,8 @@ def verify_transcript(
         ("replay", None if replayer is None else (lambda: _check_replay(t, replayer))),
         ("merkle_inclusion", lambda: _check_inclusion(t, checkpoint)),
         ("checkpoint_signature", lambda: _check_checkpoint(t, checkpoint, public_keys)),
+        ("seed_receipt", lambda: _check_seed_receipt(t, checkpoint, public_keys, receipt)),
+        ("result_record", lambda: _check_result_record(t, checkpoint, public_keys)),
     ]
     report = VerificationReport()
     for name, run in runs:

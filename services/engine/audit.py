@@ -32,7 +32,7 @@ from fairness.tlog import (
     split_note,
     verify_note,
 )
-from fairness.transcript import TRANSCRIPT_FORMAT, Transcript
+from fairness.transcript import RECEIPT_FORMAT, TRANSCRIPT_FORMAT, Receipt, Transcript
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     MAX_LEAVES_PAGE,
@@ -208,8 +208,22 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         int(record["hand_size"]),
     )
     hands, stock = dealt.as_strings()
-    proof = await store.deal_proof(deal)
+    seed_index = await store.record_index(deal, "seed_commitments")
+    result_index = await store.record_index(deal, "result")
+    indexes = [index, *(i for i in (seed_index, result_index) if i is not None)]
+    cp = await store.covering_checkpoint(max(indexes))
+    size = int(cp["record"]["tree_size"])
+    paths = dict(zip(indexes, await store.proofs_at(indexes, size), strict=True))
     keys = [k["public_key"] for k in await store.public_keys()]
+
+    def included(i: int | None) -> dict[str, Any] | None:
+        if i is None:
+            return None
+        return {"leaf_index": i, "tree_size": size, "path": [p.hex() for p in paths[i]]}
+
+    async def logged(i: int | None) -> dict[str, Any] | None:
+        return None if i is None else dict(json.loads(await store.leaf(i)))
+
     doc = {
         "format": TRANSCRIPT_FORMAT,
         "deal_id": deal,
@@ -223,13 +237,13 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         "scores": scores,
         "moves": list(ended.get("moves") or []),
         "result": result,
-        "inclusion": {
-            "leaf_index": proof.leaf_index,
-            "tree_size": proof.tree_size,
-            "path": [p.hex() for p in proof.path],
-        },
-        "checkpoint": proof.checkpoint,
+        "inclusion": included(index),
+        "checkpoint": cp,
     }
+    for name, i in (("seed", seed_index), ("result", result_index)):
+        if i is not None:
+            doc[f"{name}_record"] = await logged(i)
+            doc[f"{name}_inclusion"] = included(i)
     # Same shape as fairness.transcript.Transcript (unknown keys would be refused).
     msgspec.convert(doc, Transcript)
     return doc
@@ -245,6 +259,35 @@ async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     if doc is None:
         raise ServiceError(404, "unknown_deal", "no finished hand with that deal id")
     return msgspec.to_builtins(doc)
+
+
+@get("/internal/audit/receipts/{deal_id:path}")
+async def seed_receipt(state: State, deal_id: FromPath[str]) -> Any:
+    """A deal's seed receipt (docs/fairness.md 4.7): the logged seed_commitments record with
+    its inclusion proof against a signed checkpoint (JSON and C2SP note). Public from the
+    moment the commit phase closes, which is before any seed is revealed."""
+    deal = _deal(deal_id)
+    store = _store(state)
+    index = await store.record_index(deal, "seed_commitments")
+    if index is None:
+        raise ServiceError(404, "unknown_deal", "no seed commitments logged for that deal")
+    try:
+        cp = await store.covering_checkpoint(index)
+        size = int(cp["record"]["tree_size"])
+        _, path = await store.inclusion_proof(index, size)
+    except LogError as exc:
+        raise ServiceError(503, "log_unavailable", str(exc)[:200]) from None
+    note = await store.checkpoint_note_for(size)
+    receipt = {
+        "format": RECEIPT_FORMAT,
+        "deal_id": deal,
+        "record": json.loads(await store.leaf(index)),
+        "inclusion": {"leaf_index": index, "tree_size": size, "path": [p.hex() for p in path]},
+        "checkpoint": cp,
+        "checkpoint_note": note.note if note is not None else "",
+    }
+    msgspec.convert(receipt, Receipt)
+    return receipt
 
 
 @get("/internal/audit/checkpoint")
@@ -410,6 +453,7 @@ async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> Cosign
 
 
 AUDIT_ROUTES = [
+    seed_receipt,
     log_key,
     log_checkpoint,
     log_checkpoints,

@@ -17,8 +17,8 @@ from typing import Any
 
 import msgspec
 
-from fairness.commitments import SeedRound, SeedRoundResult
-from fairness.flow import OpenDeal, close_deal, make_deal, void_deal
+from fairness.commitments import SeedRound, SeedRoundResult, cpu_seed, player_seed_commitment
+from fairness.flow import OpenDeal, close_deal, log_seed_commitments, make_deal, void_deal
 from fairness.keys import OperatorKey
 from fairness.shuffle import cuban_draw, pares_o_nones
 from services.common.errors import ServiceError, bad_request, conflict
@@ -34,6 +34,7 @@ from services.engine.contract import (
     SeatInfo,
     SeatSnapshot,
 )
+from services.engine.rules.replay import result_json as replay_result
 from services.engine.rules.tiles import tiles_of
 
 # Timers (server clock).
@@ -84,6 +85,8 @@ class Round:
     commit_deadline_ms: int
     reveal_deadline_ms: int | None = None
     result: SeedRoundResult | None = None
+    # seats the house plays at the open: their seeds, committed at once, revealed with the rest
+    cpu_seeds: dict[int, str] = field(default_factory=dict)
 
 
 class StoredEvent(msgspec.Struct, gc=False):
@@ -456,6 +459,11 @@ class Match:
         rnd = Round(
             purpose, opened, SeedRound(len(self.seats)), active, at + SEED_COMMIT_TIMEOUT_MS
         )
+        for s in range(len(self.seats)):
+            if s not in active:
+                seed = cpu_seed(opened.server_seed, opened.deal_id, s)
+                rnd.cpu_seeds[s] = seed
+                rnd.seeds.commit(s, player_seed_commitment(seed))
         self.round = rnd
         self.status = STATUS_SEEDING if self.hand_no == 0 else self.status
         self._emit(
@@ -470,7 +478,7 @@ class Match:
             },
         )
         if not active:
-            self._finish_round(at)
+            self._close_commit(at)
 
     def _commit(self, rec: L.Commit, at: int) -> None:
         rnd = self._round()
@@ -485,6 +493,18 @@ class Match:
         rnd.seeds.open_reveals()
         rnd.reveal_deadline_ms = at + SEED_REVEAL_TIMEOUT_MS
         commitments = rnd.seeds.commitments()
+        # Logged before any reveal is taken (submit waits for the outbox): the seats' receipt.
+        self.outbox.append(
+            log_seed_commitments(
+                self.key,
+                rnd.opened,
+                [
+                    ("cpu" if s in rnd.cpu_seeds else "player", commitments.get(s))
+                    for s in range(len(self.seats))
+                ],
+                _time(at),
+            )
+        )
         self._emit(
             "seed_reveals_open",
             at,
@@ -494,7 +514,9 @@ class Match:
                 "reveal_deadline_ms": rnd.reveal_deadline_ms,
             },
         )
-        if not commitments:
+        for s, seed in sorted(rnd.cpu_seeds.items()):
+            rnd.seeds.reveal(s, seed)
+        if rnd.seeds.all_revealed:
             self._finish_round(at)
 
     def _reveal(self, rec: L.Reveal, at: int) -> None:
@@ -629,8 +651,9 @@ class Match:
             raise ValueError("hand over without a hand")
         res = hand.result
         result_json = msgspec.to_builtins(res)
+        # The logged result is the transcript's `result`: the replay format (docs/fairness.md 4.3).
         self.outbox.append(
-            close_deal(self.key, rnd.opened, rnd.result, self.moves, result_json, _time(at))
+            close_deal(self.key, rnd.opened, rnd.result, self.moves, replay_result(res), _time(at))
         )
         self.state = R.finish_hand(state, hand)
         self.hand_no += 1

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fairness.cli import load_replayer
-from fairness.transcript import decode_transcript
+from fairness.transcript import decode_receipt, decode_transcript
 from fairness.verify import verify_transcript
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user, sign_in
@@ -91,7 +91,12 @@ async def test_api_paid_pairs_match_end_to_end(platform_db, internal_secret, tmp
             doc = await c0.get(f"/api/transcripts/{deal_id}")
             assert doc.status_code == 200, doc.text
             transcript = decode_transcript(doc.content)
-            report = verify_transcript(transcript, replayer=load_replayer())
+            # The seats' seed receipt is public, without an account.
+            async with p.client() as anon:
+                rec = await anon.get(f"/log/receipts/{deal_id}")
+            assert rec.status_code == 200, rec.text
+            receipt = decode_receipt(rec.content)
+            report = verify_transcript(transcript, replayer=load_replayer(), receipt=receipt)
             failed = {c.name: c.detail for c in report.checks if c.status != "pass"}
             assert not failed, failed
         async with p.client() as fin:

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairness.commitments import (
@@ -14,7 +15,10 @@ from fairness.commitments import (
     canonical_json,
     checkpoint_record,
     commitment_record,
+    leaf_bytes,
     player_seed_commitment,
+    result_record,
+    seed_commitments_record,
     server_seed_commitment,
     sign_record,
 )
@@ -22,7 +26,7 @@ from fairness.flow import OpenDeal, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.shuffle import deal
-from fairness.transcript import Transcript, build_transcript
+from fairness.transcript import InclusionDoc, SignedRecord, Transcript, build_transcript
 from fairness.verify import replay_scenario
 
 EXAMPLE_KEY_SEED = bytes.fromhex("8d405a0d7487d0e0ede671b748066f747bb6e4145b5af924daba9d338f8306d4")
@@ -65,13 +69,56 @@ def make_transcript(
     rnd.reveal(1, "bob")
     seeds = rnd.close()  # seat 2 never committed, seat 3 never revealed
     d = deal(SERVER_SEED, "table-7/match-3/hand-1", seeds.seeds, 6, 7)
+    seed_env = sign_record(
+        key.private_key,
+        seed_commitments_record(
+            deal_id="table-7/match-3/hand-1",
+            commitment=record["commitment"],
+            seats=[("player", e.commitment) for e in seeds.entries],
+            time=T0,
+            signing_key_id=key.key_id,
+        ),
+    )
+    mv = moves if moves is not None else [{"tile": "0-0"}, {"tile": "0-1", "end": "right"}]
+    # the transcript without its proofs, to compute the (fake) result it replays to
+    draft = build_transcript(
+        commitment=envelope,
+        public_keys=[key.public_hex()],
+        seed_entries=seeds.entries,
+        server_seed=SERVER_SEED,
+        deal=d,
+        opener=0,
+        first_hand=True,
+        scores=[0, 0],
+        moves=mv,
+        result=result,
+        leaf_index=0,
+        tree_size=1,
+        path=[],
+        checkpoint=envelope,
+    )
+    if result is None:
+        result = fake_replayer(replay_scenario(draft))["result"]
+    result_env = sign_record(
+        key.private_key,
+        result_record(
+            deal_id="table-7/match-3/hand-1",
+            commitment=record["commitment"],
+            server_seed=SERVER_SEED,
+            seeds=seeds.seeds,
+            moves=msgspec.to_builtins(draft.moves),
+            result=result,
+            time=T0,
+            signing_key_id=key.key_id,
+        ),
+    )
     tree = MemoryTree()
     for i in range(other_leaves):
         tree.append(f"earlier leaf {i}".encode())
-    from fairness.commitments import leaf_bytes
-
     index = tree.append(leaf_bytes(envelope))
+    seed_index = tree.append(leaf_bytes(seed_env))
     tree.append(b"a later leaf")
+    result_index = tree.append(leaf_bytes(result_env))
     cp = sign_record(
         key.private_key,
         checkpoint_record(
@@ -82,7 +129,6 @@ def make_transcript(
             signing_key_id=key.key_id,
         ),
     )
-    mv = moves if moves is not None else [{"tile": "0-0"}, {"tile": "0-1", "end": "right"}]
     t = build_transcript(
         commitment=envelope,
         public_keys=[key.public_hex()],
@@ -99,8 +145,18 @@ def make_transcript(
         path=tree.inclusion(index),
         checkpoint=cp,
     )
-    if result is None:
-        t.result = fake_replayer(replay_scenario(t))["result"]
+    t.seed_record = SignedRecord(record=seed_env["record"], signature=seed_env["signature"])
+    t.seed_inclusion = InclusionDoc(
+        leaf_index=seed_index,
+        tree_size=tree.size,
+        path=[p.hex() for p in tree.inclusion(seed_index)],
+    )
+    t.result_record = SignedRecord(record=result_env["record"], signature=result_env["signature"])
+    t.result_inclusion = InclusionDoc(
+        leaf_index=result_index,
+        tree_size=tree.size,
+        path=[p.hex() for p in tree.inclusion(result_index)],
+    )
     return t
 
 

@@ -15,11 +15,17 @@ from fairness.commitments import (
     player_seed_commitment,
     sign_record,
 )
-from fairness.flow import close_deal, make_deal, open_deal
+from fairness.flow import close_deal, log_seed_commitments, make_deal, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.rules_bridge import replayer
-from fairness.transcript import Transcript, build_transcript, encode_transcript
+from fairness.transcript import (
+    InclusionDoc,
+    SignedRecord,
+    Transcript,
+    build_transcript,
+    encode_transcript,
+)
 from fairness.verify import verify_transcript
 from services.cli import main as mesa
 from tests.fairness.fairness_helpers import T0
@@ -73,12 +79,17 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
     for s, seed in enumerate(["s0", "s1", "s2", "s3"]):
         rnd.reveal(s, seed)
     seeds = rnd.close()
+    seed_env = log_seed_commitments(
+        operator_key, opened, [("player", e.commitment) for e in seeds.entries], T0
+    )
+    seed_index = tree.append(leaf_bytes(seed_env))
     d = make_deal(opened, seeds)
     hands, stock = d.as_strings()
     scenario: dict[str, Any] = {"variant": "dominicana", "options": options}
     scenario |= {"hands": hands, "stock": stock, "first_hand": True, "scores": [0, 0]}
     moves, result = _play_out(scenario)
-    tree.append(leaf_bytes(close_deal(operator_key, opened, seeds, moves, result, T0)))
+    result_env = close_deal(operator_key, opened, seeds, moves, result, T0)
+    result_index = tree.append(leaf_bytes(result_env))
     cp = sign_record(
         operator_key.private_key,
         checkpoint_record(
@@ -89,7 +100,7 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
             signing_key_id=operator_key.key_id,
         ),
     )
-    return build_transcript(
+    t = build_transcript(
         commitment=opened.commitment,
         public_keys=[operator_key.public_hex()],
         seed_entries=seeds.entries,
@@ -105,6 +116,19 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
         path=tree.inclusion(index),
         checkpoint=cp,
     )
+    t.seed_record = SignedRecord(record=seed_env["record"], signature=seed_env["signature"])
+    t.seed_inclusion = InclusionDoc(
+        leaf_index=seed_index,
+        tree_size=tree.size,
+        path=[p.hex() for p in tree.inclusion(seed_index)],
+    )
+    t.result_record = SignedRecord(record=result_env["record"], signature=result_env["signature"])
+    t.result_inclusion = InclusionDoc(
+        leaf_index=result_index,
+        tree_size=tree.size,
+        path=[p.hex() for p in tree.inclusion(result_index)],
+    )
+    return t
 
 
 def test_real_hand_verifies(real_transcript: Transcript) -> None:
@@ -116,11 +140,12 @@ def test_real_hand_tampered_result_fails_replay(real_transcript: Transcript) -> 
     doc = msgspec.to_builtins(real_transcript)
     doc["result"]["points"] += 1
     t = msgspec.convert(doc, Transcript)
-    assert verify_transcript(t, replayer=replay).failed == ["replay"]
+    # the logged result record still holds the real result
+    assert verify_transcript(t, replayer=replay).failed == ["replay", "result_record"]
     doc = msgspec.to_builtins(real_transcript)
     doc["moves"] = doc["moves"][:-1]
     t = msgspec.convert(doc, Transcript)
-    assert verify_transcript(t, replayer=replay).failed == ["replay"]
+    assert verify_transcript(t, replayer=replay).failed == ["replay", "result_record"]
 
 
 def test_cli_verifies_with_rules_core(

@@ -123,7 +123,7 @@ MUTATIONS: list[tuple[str, Mutation, str]] = [
     ),
     (
         "checkpoint.tree_size",
-        _set(["checkpoint", "record", "tree_size"], 9),
+        _set(["checkpoint", "record", "tree_size"], 10),
         "checkpoint_signature",
     ),
     (
@@ -157,9 +157,9 @@ def test_each_altered_field_fails_its_check(
         (
             "seed.commitment",
             _set(["player_seeds", 0, "commitment"], _flip_hex),
-            {"seed_commitments"},
+            {"seed_commitments", "seed_receipt"},  # the logged commitment is the old one
         ),
-        ("moves", _set(["moves", 1, "end"], "left"), {"replay"}),
+        ("moves", _set(["moves", 1, "end"], "left"), {"replay", "result_record"}),
         (
             "checkpoint.signature",
             _set(["checkpoint", "signature"], _flip_hex),
@@ -189,6 +189,8 @@ def test_pinned_key_and_external_checkpoint(
     assert set(_verify(transcript, public_keys=[raw_public_key(other)])) == {
         "signature",
         "checkpoint_signature",
+        "seed_receipt",
+        "result_record",
     }
     # A checkpoint of another size does not match this proof.
     cp = copy.deepcopy(transcript.checkpoint)

@@ -26,7 +26,7 @@ from fairness.commitments import (
 )
 from fairness.keys import OperatorKey
 from fairness.seeds import new_server_seed
-from fairness.shuffle import Deal, deal
+from fairness.shuffle import Deal, cuban_draw, deal, pares_o_nones
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +128,20 @@ def log_seed_commitments(
         signing_key_id=key.key_id,
     )
     return sign_record(key.private_key, record)
+
+
+DRAW_PURPOSES = ("cuban_draw", "pares_o_nones")
+
+
+def draw_outcome(
+    purpose: str, server_seed: bytes | str, deal_id: str, seeds: Sequence[str]
+) -> dict[str, Any]:
+    """The `result` of an opening draw (its result record and transcript): the winning side
+    and the rounds drawn (Cuban draw) or the fingers shown (pares o nones)."""
+    if purpose == "cuban_draw":
+        side, rounds = cuban_draw(server_seed, deal_id, seeds)
+        return {"opening_side": side, "rounds": [[list(t0), list(t1)] for t0, t1 in rounds]}
+    if purpose == "pares_o_nones":
+        side, fingers = pares_o_nones(server_seed, deal_id, seeds)
+        return {"opening_side": side, "fingers": list(fingers)}
+    raise ValueError(f"{purpose!r} is not an opening draw")

@@ -52,6 +52,8 @@ from fairness.tlog import (
     tile_width,
     verifier_key,
 )
+from fairness.transcript import SignedRecord
+from fairness.verify import key_chain
 
 APPEND_SQL = (
     "SELECT out_index, out_size, out_root FROM fairness.append_leaves($1, $2, $3, $4, $5, $6)"
@@ -63,6 +65,7 @@ APPEND_TIMEOUT_S = 30.0
 CHECKPOINT_LOCK = 0x46414952  # advisory lock key: "FAIR"
 DEFAULT_CHECKPOINT_INTERVAL_S = 5.0
 MAX_CHECKPOINTS_PAGE = 1000
+MAX_ROTATIONS = 1000
 MAX_COSIGNATURES = 16  # witnesses kept per checkpoint
 
 
@@ -125,8 +128,10 @@ class LogStore:
 
     # ------------------------------------------------------------------ keys
 
-    async def register_key(self) -> None:
-        """Publish the operator's current public key (idempotent)."""
+    async def register_key(self) -> bool:
+        """Publish the operator's current public key (idempotent). True when verifiers will
+        trust it: it is the log's first key, or a key_rotation in the log announced it. An
+        unannounced key is stored but never trusted (docs/fairness.md 4.6)."""
         async with self.engine.begin() as conn:
             await conn.execute(
                 text(
@@ -135,6 +140,29 @@ class LogStore:
                 ),
                 {"kid": self.key.key_id, "pub": self.key.public_raw},
             )
+        first, rotations = await self.key_chain()
+        try:
+            chain = key_chain([first], [SignedRecord(**r) for r in rotations])
+        except ValueError as exc:
+            raise LogError(f"the log's key chain is broken: {exc}") from exc
+        return self.key.key_id in chain
+
+    async def key_chain(self) -> tuple[bytes, list[dict[str, Any]]]:
+        """The log's first key (pinned by auditors) and its key_rotation records, in order."""
+        async with self.engine.connect() as conn:
+            first = (
+                await conn.execute(
+                    text("SELECT public_key FROM fairness.keys ORDER BY created_at, key_id LIMIT 1")
+                )
+            ).scalar_one()
+            rows = await conn.execute(
+                text(
+                    "SELECT leaf_data FROM fairness.leaves WHERE type = 'key_rotation'"
+                    " ORDER BY idx LIMIT :n"
+                ),
+                {"n": MAX_ROTATIONS},
+            )
+            return bytes(first), [dict(json.loads(bytes(r.leaf_data))) for r in rows]
 
     async def public_keys(self) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:

@@ -84,7 +84,7 @@ class Verifier:
 
 
 def parse_verifier_key(vkey: str) -> Verifier:
-    parts = vkey.strip().split("+")
+    parts = vkey.strip().split("+", 2)  # base64 may contain `+` too
     if len(parts) != 3:
         raise NoteError("verifier key is not <name>+<hash>+<key>")
     name, hash_hex, key_b64 = parts

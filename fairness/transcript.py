@@ -79,6 +79,9 @@ class Transcript(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True)
     seed_inclusion: InclusionDoc | None = None
     result_record: SignedRecord | None = None
     result_inclusion: InclusionDoc | None = None
+    # The log's key_rotation records, in log order: from the first key in `public_keys`, each
+    # announces the next key (docs/fairness.md 4.6).
+    key_rotations: list[SignedRecord] = []
 
 
 class Receipt(msgspec.Struct, forbid_unknown_fields=True):

@@ -27,6 +27,7 @@ from fairness.commitments import (
     sha256_hex,
     verify_signed,
 )
+from fairness.flow import DRAW_PURPOSES, draw_outcome
 from fairness.merkle import leaf_hash, verify_inclusion
 from fairness.shuffle import deal, parse_server_seed, validate_player_seed
 from fairness.tlog import NoteError, parse_checkpoint, split_note
@@ -81,16 +82,35 @@ def _record(t: Transcript) -> dict[str, Any]:
     return t.commitment.record
 
 
+def key_chain(first: Sequence[bytes], rotations: Sequence[SignedRecord]) -> dict[str, bytes]:
+    """The keys trusted from the pinned `first` keys on: a key_rotation record signed by a key
+    already trusted announces the next one (docs/fairness.md 4.6). A key that no such record
+    announced is never trusted, however it is published."""
+    keys = {key_id(k): k for k in first}
+    for env in rotations:
+        record = verify_signed(env.to_json(), keys)
+        if record.get("type") != "key_rotation":
+            raise CheckFailed("a key chain entry is not a key_rotation record")
+        raw = record.get("new_public_key")
+        if not isinstance(raw, str) or len(raw) != 64:
+            raise CheckFailed("key_rotation names no 32-byte key")
+        new = bytes.fromhex(raw)
+        if key_id(new) != record.get("new_key_id"):
+            raise CheckFailed("key_rotation: the new key does not hash to its key id")
+        keys[key_id(new)] = new
+    return keys
+
+
 def _keys(t: Transcript, trusted: Sequence[bytes] | None) -> dict[str, bytes]:
+    """Pinned keys (or, unpinned, the transcript's first key) and the keys their rotation
+    chain announced."""
     if trusted is not None:
-        raw = list(trusted)
+        first = list(trusted)
     else:
-        raw = []
-        for h in t.public_keys:
-            if len(h) != 64:
-                raise CheckFailed("public key is not 64 hex digits")
-            raw.append(bytes.fromhex(h))
-    return {key_id(k): k for k in raw}
+        if not t.public_keys or len(t.public_keys[0]) != 64:
+            raise CheckFailed("the transcript names no first public key")
+        first = [bytes.fromhex(t.public_keys[0])]
+    return key_chain(first, t.key_rotations)
 
 
 def _check_signature(t: Transcript, trusted: Sequence[bytes] | None) -> None:
@@ -133,12 +153,41 @@ def _check_server_seed(t: Transcript) -> None:
         raise CheckFailed("SHA-256 of the server seed is not the commitment")
 
 
+def _is_draw(t: Transcript) -> bool:
+    return _record(t).get("purpose") in DRAW_PURPOSES
+
+
+def _check_draw(t: Transcript) -> None:
+    """An opening draw deals no tiles and has no moves; its result is the recomputed draw."""
+    if t.deal.hands or t.deal.stock or t.moves or t.opener is not None:
+        raise CheckFailed("an opening draw deals no tiles and has no moves")
+    seeds = [e.seed for e in t.player_seeds]
+    expected = draw_outcome(str(_record(t)["purpose"]), t.server_seed, t.deal_id, seeds)
+    if canonical_json(expected) != canonical_json(t.result):
+        raise CheckFailed("the draw's result differs from the recomputed draw")
+
+
+def _check_canonical_tiles(t: Transcript, tile_set: int) -> None:
+    """Tiles are written `a-b` with a <= b (docs/fairness.md section 3), nothing else."""
+    valid = {f"{a}-{b}" for a in range(tile_set + 1) for b in range(a, tile_set + 1)}
+    for tile in [*(x for h in t.deal.hands for x in h), *t.deal.stock, *(m.tile for m in t.moves)]:
+        if tile not in valid:
+            raise CheckFailed(f"tile {tile!r} is not in canonical form a-b (a <= b)")
+
+
 def _check_deal(t: Transcript) -> None:
     record = _record(t)
-    if record.get("purpose", "deal") != "deal":
-        raise CheckFailed("commitment is not for a deal")
     if t.deal_id != record.get("deal_id"):
         raise CheckFailed("transcript deal id differs from the committed deal id")
+    if _is_draw(t):
+        _check_draw(t)
+        return
+    if record.get("purpose", "deal") != "deal":
+        raise CheckFailed("commitment is not for a deal")
+    tile_set = record.get("tile_set")
+    if tile_set not in (6, 9):
+        raise CheckFailed("the commitment names no tile set")
+    _check_canonical_tiles(t, tile_set)
     seeds = [e.seed for e in t.player_seeds]
     if len(seeds) != len(record.get("seats", [])):
         raise CheckFailed("one seed per committed seat is required")
@@ -169,7 +218,12 @@ def replay_scenario(t: Transcript) -> dict[str, Any]:
     return scenario
 
 
-def _check_replay(t: Transcript, replayer: Replayer) -> None:
+def _check_replay(t: Transcript, replayer: Replayer | None) -> None:
+    if _is_draw(t):
+        _check_draw(t)  # nothing to replay: the draw is its own outcome
+        return
+    if replayer is None:
+        raise CheckFailed("no rules core to replay with")
     try:
         output = replayer(replay_scenario(t))
     except Exception as exc:  # the rules core reports illegal moves by raising
@@ -259,13 +313,9 @@ def _check_seed_receipt(
             raise CheckFailed(f"seat {i}: unknown seed source")
     _verify_leaf(t.seed_record, t.seed_inclusion, _checkpoint(t, external), "seed record")
     if receipt is not None:
-        verify_receipt(receipt, trusted if trusted is not None else _trusted_of(t))
+        verify_receipt(receipt, list(_keys(t, trusted).values()))
         if canonical_json(receipt.record.to_json()) != canonical_json(t.seed_record.to_json()):
             raise CheckFailed("the transcript's seed record differs from your receipt")
-
-
-def _trusted_of(t: Transcript) -> list[bytes]:
-    return list(_keys(t, None).values())
 
 
 def _check_result_record(
@@ -327,7 +377,10 @@ def verify_transcript(
         ("seed_commitments", lambda: _check_seed_commitments(t)),
         ("server_seed_opening", lambda: _check_server_seed(t)),
         ("deal_recomputation", lambda: _check_deal(t)),
-        ("replay", None if replayer is None else (lambda: _check_replay(t, replayer))),
+        (
+            "replay",
+            None if replayer is None and not _is_draw(t) else (lambda: _check_replay(t, replayer)),
+        ),
         ("merkle_inclusion", lambda: _check_inclusion(t, checkpoint)),
         ("checkpoint_signature", lambda: _check_checkpoint(t, checkpoint, public_keys)),
         ("seed_receipt", lambda: _check_seed_receipt(t, checkpoint, public_keys, receipt)),

@@ -136,7 +136,11 @@ def create_app(
         fair: Any = fairness
         if fair is None:
             fair = PgFairnessLog(app.state.db, key, settings.log_origin)
-            await fair.start()
+            if not await fair.start():
+                # Verifiers trust a key only when the previous key announced it in the log.
+                log.error("operator_key_not_announced", key_id=key.key_id)
+                if settings.env == "production":
+                    raise RuntimeError("the operator key is not announced in the fairness log")
         led: Any = ledger if ledger is not None else HttpLedger(settings)
         engine = Engine(store, clock or RealClock(), key, fair, led)
         app.state.engine = engine

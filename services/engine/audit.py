@@ -7,6 +7,7 @@ checkpoints, keys, orphans; transcripts of finished hands come from the engine
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -19,6 +20,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from fairness.flow import DRAW_PURPOSES
 from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
 from fairness.shuffle import deal as shuffle_deal
@@ -158,6 +160,75 @@ async def _match_events(engine: Any, match_id: str) -> list[Any]:
     return out
 
 
+async def _proved(store: LogStore, doc: dict[str, Any], deal: str, index: int) -> dict[str, Any]:
+    """Add the inclusion proofs of the deal's commitment, seed and result records against
+    one checkpoint covering all three, and the operator keys."""
+    seed_index = await store.record_index(deal, "seed_commitments")
+    result_index = await store.record_index(deal, "result")
+    indexes = [index, *(i for i in (seed_index, result_index) if i is not None)]
+    cp = await store.covering_checkpoint(max(indexes))
+    size = int(cp["record"]["tree_size"])
+    paths = dict(zip(indexes, await store.proofs_at(indexes, size), strict=True))
+
+    def included(i: int) -> dict[str, Any]:
+        return {"leaf_index": i, "tree_size": size, "path": [p.hex() for p in paths[i]]}
+
+    # the first key, then the keys the log's rotation records announced, in order
+    first, rotations = await store.key_chain()
+    doc["public_keys"] = [
+        first.hex(),
+        *(str(r["record"].get("new_public_key")) for r in rotations),
+    ]
+    if rotations:
+        doc["key_rotations"] = rotations
+    doc["inclusion"] = included(index)
+    doc["checkpoint"] = cp
+    for name, i in (("seed", seed_index), ("result", result_index)):
+        if i is not None:
+            doc[f"{name}_record"] = json.loads(await store.leaf(i))
+            doc[f"{name}_inclusion"] = included(i)
+    return doc
+
+
+async def _draw_transcript(
+    store: LogStore, deal: str, index: int, commitment: dict[str, Any]
+) -> dict[str, Any] | None:
+    """An opening draw's transcript, from the log alone: no tiles are dealt and nobody
+    moves; its `result` is the draw's outcome (docs/fairness.md 6.1)."""
+    result_index = await store.record_index(deal, "result")
+    seed_index = await store.record_index(deal, "seed_commitments")
+    if result_index is None or seed_index is None:
+        return None
+    result = json.loads(await store.leaf(result_index))["record"]
+    logged = json.loads(await store.leaf(seed_index))["record"]["seats"]
+    seeds = []
+    for i, (entry, seed) in enumerate(zip(logged, result["seeds"], strict=True)):
+        c = entry.get("commitment")
+        if c is None:
+            status = "no_commitment"
+        elif hashlib.sha256(seed.encode()).hexdigest() == c:
+            status = "revealed"
+        else:
+            status = "not_revealed"
+        seeds.append({"seat": i, "commitment": c, "seed": seed, "status": status})
+    doc: dict[str, Any] = {
+        "format": TRANSCRIPT_FORMAT,
+        "deal_id": deal,
+        "commitment": commitment,
+        "player_seeds": seeds,
+        "server_seed": result["server_seed"],
+        "deal": {"hands": [], "stock": []},
+        "opener": None,
+        "first_hand": True,
+        "scores": [],
+        "moves": [],
+        "result": result["result"],
+    }
+    doc = await _proved(store, doc, deal, index)
+    msgspec.convert(doc, Transcript)
+    return doc
+
+
 async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
     """The transcript of a finished hand from the log (commitment, proof, checkpoint, keys) and
     the match's public events (seeds, moves, result); the deal is recomputed from the seeds."""
@@ -169,6 +240,8 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         return None
     commitment = json.loads(await store.leaf(index))
     record = commitment["record"]
+    if record.get("purpose") in DRAW_PURPOSES:
+        return await _draw_transcript(store, deal, index, commitment)
     if record.get("purpose", "deal") != "deal" or engine is None or "/" not in deal:
         return None
     match_id = deal.rsplit("/", 1)[0]
@@ -191,6 +264,22 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         return None  # live (or never played): nothing is published before the hand ends
     ended = events[ended_at].data
     earlier = [e.data for e in events[:ended_at] if e.kind == "hand_ended"]
+    started_at = next(
+        i
+        for i, e in enumerate(events)
+        if e.kind == "hand_started" and e.data.get("deal_id") == deal
+    )
+    opener = started.get("opener")
+    if not isinstance(opener, int) or opener < 0:
+        # Salgo / Sal tu: the opener is the seat the pair's choice named
+        opener = next(
+            (
+                e.data.get("opener")
+                for e in events[started_at:ended_at]
+                if e.kind == "choice" and isinstance(e.data.get("opener"), int)
+            ),
+            None,
+        )
     raw_result = ended.get("result") or {}
     try:
         # The transcript carries the result as `mesa rules replay` prints it.
@@ -198,7 +287,12 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
     except (msgspec.ValidationError, TypeError):
         result = raw_result
     sides = len(raw_result.get("scores") or []) or 2
-    scores = list(earlier[-1]["result"]["scores"]) if earlier else [0] * sides
+    if "scores_before" in started:
+        scores = list(started["scores_before"])
+        first_hand = bool(started.get("first_hand"))
+    else:  # hands started before the engine published these
+        scores = list(earlier[-1]["result"]["scores"]) if earlier else [0] * sides
+        first_hand = not earlier
     seeds = list(ended.get("seeds") or [])
     dealt = shuffle_deal(
         str(ended["server_seed"]),
@@ -208,42 +302,20 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         int(record["hand_size"]),
     )
     hands, stock = dealt.as_strings()
-    seed_index = await store.record_index(deal, "seed_commitments")
-    result_index = await store.record_index(deal, "result")
-    indexes = [index, *(i for i in (seed_index, result_index) if i is not None)]
-    cp = await store.covering_checkpoint(max(indexes))
-    size = int(cp["record"]["tree_size"])
-    paths = dict(zip(indexes, await store.proofs_at(indexes, size), strict=True))
-    keys = [k["public_key"] for k in await store.public_keys()]
-
-    def included(i: int | None) -> dict[str, Any] | None:
-        if i is None:
-            return None
-        return {"leaf_index": i, "tree_size": size, "path": [p.hex() for p in paths[i]]}
-
-    async def logged(i: int | None) -> dict[str, Any] | None:
-        return None if i is None else dict(json.loads(await store.leaf(i)))
-
     doc = {
         "format": TRANSCRIPT_FORMAT,
         "deal_id": deal,
         "commitment": commitment,
-        "public_keys": keys,
         "player_seeds": seeds,
         "server_seed": ended["server_seed"],
         "deal": {"hands": hands, "stock": stock},
-        "opener": started.get("opener"),
-        "first_hand": not earlier,
+        "opener": opener,
+        "first_hand": first_hand,
         "scores": scores,
         "moves": list(ended.get("moves") or []),
         "result": result,
-        "inclusion": included(index),
-        "checkpoint": cp,
     }
-    for name, i in (("seed", seed_index), ("result", result_index)):
-        if i is not None:
-            doc[f"{name}_record"] = await logged(i)
-            doc[f"{name}_inclusion"] = included(i)
+    doc = await _proved(store, doc, deal, index)
     # Same shape as fairness.transcript.Transcript (unknown keys would be refused).
     msgspec.convert(doc, Transcript)
     return doc

@@ -55,8 +55,9 @@ class PgFairnessLog:
         self._writer: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    async def start(self) -> None:
-        await self.store.register_key()
+    async def start(self) -> bool:
+        """Publish the key; False when no key_rotation announced it (verifiers refuse it)."""
+        return await self.store.register_key()
 
     async def aclose(self) -> None:
         if self._writer is not None:

@@ -18,9 +18,15 @@ from typing import Any
 import msgspec
 
 from fairness.commitments import SeedRound, SeedRoundResult, cpu_seed, player_seed_commitment
-from fairness.flow import OpenDeal, close_deal, log_seed_commitments, make_deal, void_deal
+from fairness.flow import (
+    OpenDeal,
+    close_deal,
+    draw_outcome,
+    log_seed_commitments,
+    make_deal,
+    void_deal,
+)
 from fairness.keys import OperatorKey
-from fairness.shuffle import cuban_draw, pares_o_nones
 from services.common.errors import ServiceError, bad_request, conflict
 from services.engine import bots
 from services.engine import records as L
@@ -35,7 +41,7 @@ from services.engine.contract import (
     SeatSnapshot,
 )
 from services.engine.rules.replay import result_json as replay_result
-from services.engine.rules.tiles import tiles_of
+from services.engine.rules.tiles import HIGH, LOW, tiles_of
 
 # Timers (server clock).
 SEED_COMMIT_TIMEOUT_MS = 15_000
@@ -60,6 +66,11 @@ def _time(at_ms: int) -> datetime:
 
 def tile_text(t: int) -> str:
     return R.tile_str(t)
+
+
+def canonical_tile(t: int) -> str:
+    """`a-b` with a <= b, as docs/fairness.md writes tiles."""
+    return f"{LOW[t]}-{HIGH[t]}"
 
 
 @dataclass
@@ -124,7 +135,8 @@ class Match:
     round: Round | None = None
     opening_side: int | None = None
     deal_count: int = 0
-    moves: list[dict[str, Any]] = field(default_factory=list)
+    moves: list[dict[str, Any]] = field(default_factory=list)  # the hand's, as transcripts say
+    moves_mirrored: bool = False
     events: list[StoredEvent] = field(default_factory=list)
     since_ms: int = 0  # when the awaited decision became awaited
     outbox: list[dict[str, Any]] = field(default_factory=list)  # fairness records to log
@@ -539,16 +551,8 @@ class Match:
         opened = rnd.opened
         seeds_json = [e.to_json() for e in res.entries]
         if rnd.purpose in ("cuban_draw", "pares_o_nones"):
-            if rnd.purpose == "cuban_draw":
-                side, rounds = cuban_draw(opened.server_seed, opened.deal_id, res.seeds)
-                detail: dict[str, Any] = {
-                    "opening_side": side,
-                    "rounds": [list(map(list, r)) for r in rounds],
-                }
-            else:
-                side, fingers = pares_o_nones(opened.server_seed, opened.deal_id, res.seeds)
-                detail = {"opening_side": side, "fingers": list(fingers)}
-            self.opening_side = side
+            detail = draw_outcome(rnd.purpose, opened.server_seed, opened.deal_id, res.seeds)
+            self.opening_side = int(detail["opening_side"])
             self.outbox.append(close_deal(self.key, opened, res, [], detail, _time(at)))
             self._emit(
                 "opening_draw",
@@ -587,6 +591,10 @@ class Match:
                 "seeds": seeds_json,
                 "opener": self.hand.opener,
                 "opening_side": self.hand.setup.opening_side,
+                # what `mesa rules replay` needs to replay this hand alone (a later partida of
+                # a series starts again from a first hand at 0)
+                "first_hand": self.hand.setup.first_hand,
+                "scores_before": list(self.hand.setup.scores_before),
                 "turn": self.hand.turn,
                 "phase": self.hand.phase,
                 "counts": [len(h) for h in hands],
@@ -606,8 +614,15 @@ class Match:
         hand, evs = R.apply(hand, action)
         self.hand = hand
         if isinstance(action, R.Play):
+            if not self.moves:
+                # Transcripts write tiles canonically, low half first, and replay reads the
+                # opening tile as it is written (low half on the left). When the engine laid
+                # it high half left instead, the line is that mirror image: name the other end.
+                self.moves_mirrored = not action.flip and LOW[action.tile] != HIGH[action.tile]
             end = _END_NAMES.get(action.end) if self.moves else None
-            mv: dict[str, Any] = {"tile": tile_text(action.tile), "seat": seat}
+            if end is not None and self.moves_mirrored:
+                end = "right" if end == "left" else "left"
+            mv: dict[str, Any] = {"tile": canonical_tile(action.tile), "seat": seat}
             if end is not None:
                 mv["end"] = end
             self.moves.append(mv)

@@ -277,3 +277,84 @@ def test_rfc6962_consistency(old: int, new: int, path: list[str]) -> None:
     verify_consistency(
         old, new, bytes.fromhex(ROOTS[old - 1]), bytes.fromhex(ROOTS[new - 1]), proof
     )
+
+
+# ------------------------------------------------------------------ 8.5: C2SP formats, receipts
+
+C2SP = {r[0]: r[2] for r in _rows("C")}
+
+
+def _text(value: str) -> str:
+    return json.loads(value) if value.startswith('"') else value
+
+
+def test_c2sp_vectors_present() -> None:
+    assert {f"C{i:02d}" for i in range(1, 14)} <= set(C2SP)
+
+
+def test_c2sp_key_checkpoint_and_cosignature_vectors() -> None:
+    from fairness.tlog import (
+        ALG_COSIGNATURE_V1,
+        checkpoint_body,
+        cosign,
+        open_checkpoint,
+        parse_verifier_key,
+        sign_note,
+        verifier_key,
+        verify_note,
+    )
+
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(EXAMPLES["X01"]))
+    origin = C2SP["C01"]
+    assert verifier_key(origin, raw_public_key(key.public_key())) == C2SP["C02"]
+    body = checkpoint_body(origin, 1, bytes.fromhex(EXAMPLES["X07"]))
+    assert body == _text(C2SP["C03"])
+    assert sign_note(body, origin, key) == _text(C2SP["C04"])
+    cp = open_checkpoint(_text(C2SP["C04"]), parse_verifier_key(C2SP["C02"]))
+    assert (cp.size, cp.root.hex()) == (1, EXAMPLES["X07"])
+    witness = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(C2SP["C05"]))
+    wkey = verifier_key("witness.example", raw_public_key(witness.public_key()), ALG_COSIGNATURE_V1)
+    assert wkey == C2SP["C06"]
+    line = cosign(body, "witness.example", witness, 1767322000)
+    assert line == _text(C2SP["C07"])
+    signed = _text(C2SP["C04"]) + line
+    _, by = verify_note(signed, [parse_verifier_key(C2SP["C02"]), parse_verifier_key(wkey)])
+    assert len(by) == 2
+
+
+def test_c2sp_tile_vectors() -> None:
+    from fairness.tlog import encode_index, entry_bundle, parse_entry_bundle, parse_tile_path
+
+    leaves = list(LEAVES)
+    tile = b"".join(leaf_hash(x) for x in leaves)
+    assert hashlib.sha256(tile).hexdigest() == C2SP["C08"]
+    assert entry_bundle(leaves).hex() == C2SP["C09"]
+    assert parse_entry_bundle(bytes.fromhex(C2SP["C09"])) == leaves
+    assert encode_index(1234067) == C2SP["C10"]
+    ref = parse_tile_path("tile/2/" + C2SP["C10"] + ".p/5")
+    assert (ref.level, ref.index, ref.width) == (2, 1234067, 5)
+
+
+def test_cpu_seed_and_seed_record_vectors() -> None:
+    from datetime import UTC, datetime
+
+    from fairness.commitments import cpu_seed, seed_commitments_record
+
+    server_seed = bytes.fromhex(EXAMPLES["X04"])
+    deal_id = "table-7/match-3/hand-1"
+    assert cpu_seed(server_seed, deal_id, 3) == C2SP["C11"]
+    key = Ed25519PrivateKey.from_private_bytes(bytes.fromhex(EXAMPLES["X01"]))
+    record = seed_commitments_record(
+        deal_id=deal_id,
+        commitment=server_seed_commitment(server_seed),
+        seats=[
+            ("player", player_seed_commitment("alice")),
+            ("player", player_seed_commitment("bob")),
+            ("player", None),
+            ("cpu", player_seed_commitment(C2SP["C11"])),
+        ],
+        time=datetime(2026, 1, 2, 3, 4, 6, tzinfo=UTC),
+        signing_key_id=EXAMPLES["X03"],
+    )
+    assert canonical_json(record).decode() == C2SP["C12"]
+    assert sign_record(key, record)["signature"] == C2SP["C13"]

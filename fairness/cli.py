@@ -38,6 +38,20 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--receipt", help="your seed receipt (JSON, from /log/receipts/<deal id>) for this hand"
     )
+    for name, text in (
+        ("witness", "check the log's latest checkpoint, cosign it and hand it to the operator"),
+        ("checkpoint", "accept the log's latest checkpoint only as the policy says"),
+    ):
+        c = sub.add_parser(name, help=text)
+        c.add_argument("--log", required=True, help="the log: base URL of /log/, or a folder")
+        c.add_argument("--log-key", required=True, help="the log's verifier key, or its file")
+        c.add_argument("--state", required=True, help="folder keeping the last checkpoint")
+        if name == "witness":
+            c.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
+            c.add_argument("--name", required=True, help="witness name (its key's name)")
+        else:
+            c.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
+            c.add_argument("--quorum", type=int, default=1, help="cosignatures required")
     return p
 
 
@@ -101,6 +115,88 @@ def _cmd_verify(ns: argparse.Namespace) -> int:
     return 1
 
 
+MAX_FETCH_BYTES = 1 << 20
+
+
+def _fetcher(base: str) -> Any:
+    """Reads `/log/<path>` from a URL or from a folder that mirrors it."""
+    if not base.startswith(("http://", "https://")):
+        folder = Path(base)
+
+        def read(path: str) -> bytes:
+            try:
+                return (folder / path).read_bytes()
+            except OSError as exc:
+                raise UsageError(f"cannot read {folder / path}: {exc.strerror}") from None
+
+        return read
+    import httpx
+
+    client = httpx.Client(timeout=30.0)
+
+    def get(path: str) -> bytes:
+        r = client.get(base.rstrip("/") + "/" + path)
+        if r.status_code != 200 or len(r.content) > MAX_FETCH_BYTES:
+            raise UsageError(f"GET {path}: HTTP {r.status_code}")
+        return r.content
+
+    return get
+
+
+def _text_arg(value: str) -> str:
+    p = Path(value)
+    return p.read_text().strip() if p.is_file() else value.strip()
+
+
+def _cmd_watch(ns: argparse.Namespace) -> int:
+    from fairness.keys import OperatorKeyError, private_key_from_text
+    from fairness.merkle import ProofError
+    from fairness.tlog import NoteError, parse_verifier_key
+    from fairness.witness import SplitView, accept_checkpoint, cosign_note, witness_verifier
+
+    fetch = _fetcher(ns.log)
+    try:
+        log_key = parse_verifier_key(_text_arg(ns.log_key))
+        witnesses = [parse_verifier_key(_text_arg(w)) for w in getattr(ns, "witness", [])]
+    except NoteError as exc:
+        raise UsageError(str(exc)) from None
+    quorum = getattr(ns, "quorum", 0)
+    try:
+        accepted = accept_checkpoint(fetch, log_key, Path(ns.state), witnesses, quorum)
+    except SplitView as exc:
+        print(f"refused: {exc}")
+        return 1
+    except (NoteError, ProofError) as exc:
+        print(f"refused: {exc}")
+        return 1
+    cp = accepted.checkpoint
+    if ns.command == "checkpoint":
+        by = ", ".join(accepted.cosigned_by) or "no witness"
+        print(f"accepted {cp.origin} size {cp.size}, cosigned by {by}")
+        return 0
+    try:
+        key = private_key_from_text(_read(ns.key))
+    except OperatorKeyError as exc:
+        raise UsageError(f"{ns.key}: {exc}") from None
+    cosigned = cosign_note(accepted.note, ns.name, key)
+    vkey = witness_verifier(ns.name, key)
+    if not ns.log.startswith(("http://", "https://")):
+        print(cosigned, end="")
+        return 0
+    import httpx
+
+    r = httpx.post(
+        ns.log.rstrip("/") + "/cosignature",
+        json={"witness_key": vkey, "note": cosigned},
+        timeout=30.0,
+    )
+    if r.status_code != 200:
+        print(f"the operator refused the cosignature: HTTP {r.status_code} {r.text[:200]}")
+        return 1
+    print(f"cosigned {cp.origin} size {cp.size} as {vkey}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from fairness.transcript import TranscriptError
 
@@ -108,6 +204,8 @@ def main(argv: list[str]) -> int:
         ns = _parser().parse_args(argv)
         if ns.command == "shuffle":
             return _cmd_shuffle(ns)
+        if ns.command in ("witness", "checkpoint"):
+            return _cmd_watch(ns)
         return _cmd_verify(ns)
     except (UsageError, FairnessInputError, TranscriptError) as exc:
         print(f"mesa audit: error: {exc}", file=sys.stderr)

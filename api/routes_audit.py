@@ -65,8 +65,12 @@ async def transcript(request: Request[Any, Any, Any], deal_id: FromPath[str]) ->
         "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
     )
     if session.user.role == "player":
-        seats = doc.get("commitment", {}).get("record", {}).get("seats", [])
-        if not any(isinstance(s, dict) and s.get("player") == session.user.id for s in seats):
+        # the log names seats by pseudonyms: ask the engine whether this hand was his
+        params = {"player": session.user.id, "match_id": deal.rsplit("/", 1)[0], "limit": 200}
+        mine = await call(
+            "engine", engine.get("/internal/audit/transcripts", TranscriptList, params)
+        )
+        if not any(x.deal_id == deal for x in mine.transcripts):
             raise ServiceError(404, "unknown_deal", "no such finished hand of yours")
     return doc
 

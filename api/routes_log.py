@@ -6,6 +6,10 @@
 - GET /log/checkpoints?after=ID&limit=N: every checkpoint ever signed, oldest first (JSON);
 - GET /log/tile/<L>/<N>[.p/<W>] and /log/tile/entries/<N>[.p/<W>]: C2SP tlog-tiles, height 8;
 - POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON);
+- GET /log/transcripts[?match_id=M], /log/transcripts/<deal id>, /log/keys,
+  /log/proofs/inclusion, /log/proofs/consistency: the open audit (players as per-match
+  pseudonyms); bulk export stays with auditor accounts under /api/audit/;
+- GET /log/voids?days=N: voided deals counted by UTC day and cause;
 - GET /log/receipts/<deal id>: a deal's seed receipt (docs/fairness.md 4.7), public from the
   moment the commit phase closes (it holds commitments only, never a seed).
 
@@ -26,10 +30,15 @@ from api.openapi_errors import READ_ERRORS
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     CheckpointNotes,
+    ConsistencyProof,
     CosignatureAccepted,
     CosignatureIn,
+    InclusionProof,
+    KeyList,
     LogBlob,
     LogText,
+    TranscriptList,
+    VoidCounts,
 )
 
 TEXT = "text/plain; charset=utf-8"
@@ -38,6 +47,8 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 FRESH = "public, max-age=5"
 MAX_TILE_PATH = 200
 DEAL_ID_RE = re.compile(r"[A-Za-z0-9._/-]{1,128}")
+MATCH_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+Size = Annotated[int, Parameter(ge=0, le=2**40)]
 
 
 def _text(body: str, cache: str) -> Response[str]:
@@ -117,4 +128,92 @@ async def seed_receipt(request: Request[Any, Any, Any], deal_id: FromPath[str]) 
     return Response(doc, headers={"cache-control": FRESH})
 
 
-ROUTES = [seed_receipt, log_key, log_checkpoint, log_checkpoints, log_tile, log_cosignature]
+@get("/log/voids", tags=["log"], responses=READ_ERRORS)
+async def void_counts(
+    request: Request[Any, Any, Any], days: Annotated[int, Parameter(ge=1, le=3660)] = 366
+) -> Response[VoidCounts]:
+    """Voided deals by UTC day and cause (docs/fairness.md 4.3), newest day first."""
+    engine = get_backends(request.app.state).engine
+    counts = await call("engine", engine.get("/internal/audit/voids", VoidCounts, {"days": days}))
+    return Response(counts, headers={"cache-control": "public, max-age=60"})
+
+
+# ------------------------------------------------------------------ open audit (no account)
+
+
+@get("/log/transcripts", tags=["log"], responses=READ_ERRORS)
+async def public_transcripts(
+    request: Request[Any, Any, Any],
+    match_id: Annotated[str | None, Parameter(max_length=128)] = None,
+    limit: Annotated[int, Parameter(ge=1, le=50)] = 20,
+) -> TranscriptList:
+    """Finished hands, newest first; players appear as per-match pseudonyms. Auditor accounts
+    export in bulk through /api/audit/."""
+    params: dict[str, Any] = {"limit": limit}
+    if match_id is not None:
+        if MATCH_ID_RE.fullmatch(match_id) is None:
+            raise ServiceError(400, "invalid_request", "bad match id")
+        params["match_id"] = match_id
+    engine = get_backends(request.app.state).engine
+    return await call("engine", engine.get("/internal/audit/transcripts", TranscriptList, params))
+
+
+@get("/log/transcripts/{deal_id:path}", tags=["log"], responses=READ_ERRORS)
+async def public_transcript(
+    request: Request[Any, Any, Any], deal_id: FromPath[str]
+) -> Response[Any]:
+    """A finished hand's transcript (docs/fairness.md section 6), or an opening draw's."""
+    deal = deal_id.lstrip("/")
+    if DEAL_ID_RE.fullmatch(deal) is None:
+        raise ServiceError(400, "invalid_request", "bad deal id")
+    engine = get_backends(request.app.state).engine
+    doc: dict[str, Any] = await call(
+        "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
+    )
+    # its checkpoint moves on as the log grows
+    return Response(doc, headers={"cache-control": "public, max-age=60"})
+
+
+@get("/log/keys", tags=["log"], responses=READ_ERRORS)
+async def public_keys(request: Request[Any, Any, Any]) -> KeyList:
+    """Every operator key published (raw hex and PEM); trust follows docs/fairness.md 4.6."""
+    engine = get_backends(request.app.state).engine
+    return await call("engine", engine.get("/internal/audit/keys", KeyList))
+
+
+@get("/log/proofs/inclusion", tags=["log"], responses=READ_ERRORS)
+async def public_inclusion(
+    request: Request[Any, Any, Any], leaf_index: Size, tree_size: Size
+) -> InclusionProof:
+    engine = get_backends(request.app.state).engine
+    params = {"leaf_index": leaf_index, "tree_size": tree_size}
+    return await call(
+        "engine", engine.get("/internal/audit/proofs/inclusion", InclusionProof, params)
+    )
+
+
+@get("/log/proofs/consistency", tags=["log"], responses=READ_ERRORS)
+async def public_consistency(
+    request: Request[Any, Any, Any], first: Size, second: Size
+) -> ConsistencyProof:
+    engine = get_backends(request.app.state).engine
+    params = {"first": first, "second": second}
+    return await call(
+        "engine", engine.get("/internal/audit/proofs/consistency", ConsistencyProof, params)
+    )
+
+
+ROUTES = [
+    public_transcripts,
+    public_transcript,
+    public_keys,
+    public_inclusion,
+    public_consistency,
+    void_counts,
+    seed_receipt,
+    log_key,
+    log_checkpoint,
+    log_checkpoints,
+    log_tile,
+    log_cosignature,
+]

@@ -35,6 +35,9 @@ RECORD_TYPES = ("commitment", "seed_commitments", "result", "void", "key_rotatio
 SEED_SOURCES = ("player", "cpu")
 CPU_SEED_PREFIX = "mesa-cpu-seed-v1"
 PURPOSES = ("deal", "cuban_draw", "pares_o_nones")
+# Why a deal was not played out. Never the deal's content on the house's initiative: `redeal`
+# is a human seat's request under the rules (the house's CPU seats never ask for one).
+VOID_CAUSES = ("redeal", "match_void", "engine_error")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _HEX128 = re.compile(r"[0-9a-f]{128}")
 _TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -259,10 +262,16 @@ def void_record(
     server_seed: bytes | str | None,
     time: datetime,
     signing_key_id: str,
+    seeds: Sequence[str] | None = None,
+    deal: Mapping[str, JSON] | None = None,
 ) -> dict[str, JSON]:
-    """Closes a commitment whose deal was not played (redeal, aborted match, ...)."""
+    """Closes a commitment whose deal was not played. `reason` is a cause from VOID_CAUSES;
+    once the seeds are known, `seeds` and the revealed `deal` ({"hands", "stock"}) are logged
+    too, so anyone sees what was voided."""
     validate_deal_id(deal_id)
-    return {
+    if reason not in VOID_CAUSES:
+        raise RecordError(f"void cause {reason!r} is not one of {', '.join(VOID_CAUSES)}")
+    record: dict[str, JSON] = {
         "type": "void",
         "v": RECORD_VERSION,
         "deal_id": deal_id,
@@ -272,6 +281,10 @@ def void_record(
         "time": format_time(time),
         "key_id": signing_key_id,
     }
+    if seeds is not None:
+        record["seeds"] = [validate_player_seed(s) for s in seeds]
+        record["deal"] = None if deal is None else dict(deal)
+    return record
 
 
 def cpu_seed(server_seed: bytes | str, deal_id: str, seat: int) -> str:

@@ -99,8 +99,19 @@ def close_deal(
 
 
 def void_deal(
-    key: OperatorKey, opened: OpenDeal, reason: str, now: datetime, reveal_seed: bool = True
+    key: OperatorKey,
+    opened: OpenDeal,
+    reason: str,
+    now: datetime,
+    reveal_seed: bool = True,
+    seeds: SeedRoundResult | None = None,
 ) -> dict[str, Any]:
+    """The signed void record; with the round's `seeds` (once they are known) the revealed
+    deal is logged in it."""
+    dealt: dict[str, Any] | None = None
+    if seeds is not None and reveal_seed and opened.record.get("purpose", "deal") == "deal":
+        hands, stock = make_deal(opened, seeds).as_strings()
+        dealt = {"hands": hands, "stock": stock}
     record = void_record(
         deal_id=opened.deal_id,
         commitment=opened.record["commitment"],
@@ -108,6 +119,8 @@ def void_deal(
         server_seed=opened.server_seed if reveal_seed else None,
         time=now,
         signing_key_id=key.key_id,
+        seeds=None if seeds is None else list(seeds.seeds),
+        deal=dealt,
     )
     return sign_record(key.private_key, record)
 

@@ -7,6 +7,8 @@ else an explicit path (`mesa up` passes `var/operator_key.pem` through `ensure_d
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 from collections.abc import Mapping
@@ -59,6 +61,19 @@ class OperatorKey:
 
     def public_hex(self) -> str:
         return self.public_raw.hex()
+
+    def seat_label(self, match_id: str, player_id: str | None) -> str | None:
+        """A player's pseudonym in one match's public records: stable within the match,
+        unlinkable across matches without the operator's key (None stays None: a CPU seat)."""
+        if player_id is None:
+            return None
+        label_key = hashlib.sha256(b"mesa-seat-label-v1|" + self.private_raw).digest()
+        mac = hmac.new(label_key, f"{match_id}|{player_id}".encode(), hashlib.sha256)
+        return "p-" + mac.hexdigest()[:20]
+
+    @property
+    def private_raw(self) -> bytes:
+        return self.private_key.private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
 
     def published(self) -> dict[str, str]:
         """What the gateway serves for this key."""

@@ -669,6 +669,21 @@ class LogStore:
 
     # ------------------------------------------------------------------ audits
 
+    async def void_counts(self, days: int = 366) -> list[tuple[str, str, int]]:
+        """(UTC day, cause, voided deals) for the last `days` days, newest first."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                text(
+                    "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,"
+                    " convert_from(leaf_data, 'UTF8')::jsonb -> 'record' ->> 'reason' AS cause,"
+                    " count(*) AS n FROM fairness.leaves"
+                    " WHERE type = 'void' AND created_at >= now() - make_interval(days => :d)"
+                    " GROUP BY 1, 2 ORDER BY 1 DESC, 2"
+                ),
+                {"d": max(1, min(days, 3660))},
+            )
+            return [(str(r.day), str(r.cause), int(r.n)) for r in rows]
+
     async def orphans(self, older_than: datetime | None = None) -> list[Orphan]:
         """Commitments not followed by exactly one result or void record (optionally only
         those committed before `older_than`, to skip hands still in play)."""

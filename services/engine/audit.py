@@ -56,6 +56,8 @@ from services.engine.audit_contract import (
     SignedEnvelope,
     TranscriptList,
     TranscriptSummary,
+    VoidCount,
+    VoidCounts,
 )
 from services.engine.rules.model import HandResult
 from services.engine.rules.replay import result_json
@@ -117,7 +119,8 @@ async def list_transcripts(
         raise ServiceError(400, "invalid_request", "bad match id")
     if player is not None and PLAYER_RE.match(player) is None:
         raise ServiceError(400, "invalid_request", "bad player")
-    seats_filter = json.dumps({"record": {"seats": [{"player": player}]}}) if player else None
+    # seats are pseudonyms in the log: a player's hands are found through the engine's matches
+    seats_filter = json.dumps({"spec": {"seats": [{"player_id": player}]}}) if player else None
     db: AsyncEngine = state.db
     async with db.connect() as conn:
         rows = (
@@ -130,8 +133,10 @@ async def list_transcripts(
                     "   AND (CAST(:prefix AS text) IS NULL OR c.deal_id LIKE :prefix"
                     "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
                     "           = :match)"
-                    "   AND (CAST(:seats AS text) IS NULL"
-                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST(:seats AS jsonb))"
+                    "   AND (CAST(:seats AS text) IS NULL OR EXISTS ("
+                    "        SELECT 1 FROM engine.matches m"
+                    "        WHERE c.deal_id LIKE replace(m.match_id, '%', '') || '/%'"
+                    "          AND m.spec @> CAST(:seats AS jsonb)))"
                     " ORDER BY c.idx DESC LIMIT :limit"
                 ),
                 {
@@ -524,7 +529,16 @@ async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> Cosign
     return CosignatureAccepted(checkpoint_id=stored.id, tree_size=stored.tree_size)
 
 
+@get("/internal/audit/voids")
+async def void_counts(
+    state: State, days: Annotated[int, Parameter(ge=1, le=3660)] = 366
+) -> VoidCounts:
+    rows = await _store(state).void_counts(days)
+    return VoidCounts(voids=[VoidCount(day=d, cause=c, count=n) for d, c, n in rows])
+
+
 AUDIT_ROUTES = [
+    void_counts,
     seed_receipt,
     log_key,
     log_checkpoint,

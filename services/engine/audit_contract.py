@@ -16,6 +16,8 @@ Routes (all under the service credential):
 - GET /internal/audit/log/checkpoints?after=I&limit=N        -> CheckpointNotes (history)
 - GET /internal/audit/log/tile?path=tile/L/N[.p/W]           -> LogBlob (C2SP tlog-tiles)
 - POST /internal/audit/log/cosignature                       -> CosignatureAccepted
+- GET /internal/audit/receipts/{deal_id}                     -> the seed receipt document
+- GET /internal/audit/voids?days=N                           -> VoidCounts (by UTC day and cause)
 
 Hashes, keys and leaf data are lowercase hex. Errors: 400 invalid_request / bad_range /
 bad_tile / bad_cosignature, 404 unknown_deal / no_checkpoint / no_tile.
@@ -128,3 +130,13 @@ class CosignatureIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class CosignatureAccepted(msgspec.Struct, frozen=True):
     checkpoint_id: int
     tree_size: int
+
+
+class VoidCount(msgspec.Struct, frozen=True):
+    day: str  # UTC, YYYY-MM-DD
+    cause: str  # one of fairness.commitments.VOID_CAUSES
+    count: int
+
+
+class VoidCounts(msgspec.Struct, frozen=True):
+    voids: list[VoidCount]

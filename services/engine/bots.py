@@ -41,9 +41,9 @@ def choose_action(view: R.SeatView, rules: R.RuleSet, legal: tuple[R.Action, ...
     """The bot's pick among `legal` (non-empty)."""
     if not legal:
         raise ValueError("a bot needs at least one legal action")
-    for a in legal:
-        if isinstance(a, R.RequestRedeal):
-            return a  # five doubles: a weak hand, ask for a new one
+    # A house seat never asks for a redeal: the house must not void a deal for what it holds
+    # (docs/fairness.md 4.3). Redeals are the human players' right.
+    legal = tuple(a for a in legal if not isinstance(a, R.RequestRedeal)) or legal
     chooses = [a for a in legal if isinstance(a, R.ChooseOpener)]
     if chooses:
         pips = sum(PIPS[t] for t in view.hand)

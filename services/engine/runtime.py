@@ -577,7 +577,7 @@ class Match:
         try:
             self.hand = R.start_hand(self.state, hands, stock, opening_side=opening)
         except R.RulesError as exc:
-            self.outbox.append(void_deal(self.key, opened, "engine_error", _time(at)))
+            self.outbox.append(void_deal(self.key, opened, "engine_error", _time(at), seeds=res))
             self._void(f"cannot start the hand: {exc.code}", at)
             return
         self.moves = []
@@ -631,7 +631,9 @@ class Match:
             self._emit_rules_event(e, at, by if getattr(e, "seat", None) == seat else "rules")
         if hand.phase == R.PHASE_REDEAL:
             rnd = self._round()
-            self.outbox.append(void_deal(self.key, rnd.opened, "redeal", _time(at)))
+            self.outbox.append(
+                void_deal(self.key, rnd.opened, "redeal", _time(at), seeds=rnd.result)
+            )
             self._emit(
                 "hand_void",
                 at,
@@ -764,7 +766,9 @@ class Match:
         rnd = self.round
         if rnd is not None and not (self.hand is not None and self.hand.phase == R.PHASE_OVER):
             if rnd.result is None or (self.hand is not None and self.hand.phase != R.PHASE_OVER):
-                self.outbox.append(void_deal(self.key, rnd.opened, "match_void", _time(at)))
+                self.outbox.append(
+                    void_deal(self.key, rnd.opened, "match_void", _time(at), seeds=rnd.result)
+                )
         self.status = STATUS_VOID
         self.hand = None
         self.round = None

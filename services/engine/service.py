@@ -225,7 +225,8 @@ class MatchActor:
             options=m.spec.options,
             tile_set=m.rules.max_pip if deal else 9,
             hand_size=m.rules.hand_size if deal else 0,
-            seats=[s.player_id for s in m.seats],
+            # public records name players by per-match pseudonyms only
+            seats=[self.engine.key.seat_label(m.spec.match_id, s.player_id) for s in m.seats],
             now=_time(now),
             purpose=purpose,
         )

@@ -91,10 +91,19 @@ async def test_api_paid_pairs_match_end_to_end(platform_db, internal_secret, tmp
             doc = await c0.get(f"/api/transcripts/{deal_id}")
             assert doc.status_code == 200, doc.text
             transcript = decode_transcript(doc.content)
-            # The seats' seed receipt is public, without an account.
+            # The seats' seed receipt and the transcripts are public, without an account;
+            # players appear under per-match pseudonyms, the same in every hand of the match.
             async with p.client() as anon:
                 rec = await anon.get(f"/log/receipts/{deal_id}")
+                public = (await anon.get(f"/log/transcripts?match_id={match_id}")).json()
+                open_doc = await anon.get(f"/log/transcripts/{deal_id}")
+                assert (await anon.get("/log/keys")).status_code == 200
             assert rec.status_code == 200, rec.text
+            assert open_doc.status_code == 200 and open_doc.json() == doc.json()
+            labels = {tuple(x["players"]) for x in public["transcripts"] if x["players"]}
+            assert len(labels) == 1, labels
+            assert not set(names) & set(next(iter(labels)))
+            assert all(str(x).startswith("p-") for x in next(iter(labels)))
             receipt = decode_receipt(rec.content)
             report = verify_transcript(transcript, replayer=load_replayer(), receipt=receipt)
             failed = {c.name: c.detail for c in report.checks if c.status != "pass"}

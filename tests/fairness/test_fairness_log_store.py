@@ -101,7 +101,7 @@ async def test_results_voids_and_orphans(store: LogStore, operator_key: Operator
     orphans = {o.deal_id for o in await store.orphans()}
     assert c.deal_id in orphans and a.deal_id not in orphans and b.deal_id not in orphans
     with pytest.raises(LogError):  # a second closing record
-        await store.append(void_deal(operator_key, a, "again", T0))
+        await store.append(void_deal(operator_key, a, "match_void", T0))
     with pytest.raises(LogError):  # a second commitment for the deal
         await store.append(a.commitment)
     stranger = opened_deal(operator_key, f"orph/{run}/never-committed")

@@ -147,6 +147,10 @@ def _hand(
 
 @pytest.fixture
 def opened(operator_key: OperatorKey) -> OpenDeal:
+    return open_hand(operator_key)
+
+
+def open_hand(operator_key: OperatorKey) -> OpenDeal:
     return open_deal(
         operator_key,
         deal_id=DEAL,

@@ -2,7 +2,8 @@
 import { api, get, post, el, money, idem, ApiError } from "./api.js";
 import { t, setLang, getLang, applyI18n } from "./i18n.js";
 import { Table } from "./table.js";
-import { verifyTranscript, verifyConsistency, hexToBytes } from "./verify.js";
+import { verifyTranscript, keyChain } from "./verify.js";
+import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
 
 const $ = (id) => document.getElementById(id);
@@ -168,10 +169,8 @@ async function loadWallet() {
     el("td", { text: money(l.amount) }), el("td", { text: money(l.balance) }))));
 }
 
-async function trustedKeys() {
-  const k = await get("/api/audit/keys");
-  return k.keys.map((x) => x.public_key);
-}
+// The pinned first key; later keys are trusted only through the log's rotation records.
+const trustedKeys = () => pinnedFirstKey();
 
 async function verifyInto(panel, dealId) {
   panel.replaceChildren(el("p", { text: `${t("verify")} ${dealId} ${t("pending")}` }));
@@ -205,13 +204,17 @@ async function loadAudit() {
     el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }))));
 }
 
+// The latest checkpoint against every checkpoint this browser stored (signatures checked,
+// consistency proven); an inconsistent one is a split view, kept as evidence.
 async function checkConsistency() {
-  const first = Number($("cons-first").value), second = Number($("cons-second").value);
-  const p = await get(`/api/audit/proofs/consistency?first=${first}&second=${second}`);
-  const leaves = await get(`/api/audit/leaves?start=0&end=0`);
-  // The roots come from two signed checkpoints the auditor kept; here: ask for both sizes.
-  $("cons-result").textContent = `${p.path.length} hashes (tree ${leaves.tree_size}); verify against your saved checkpoints`;
-  return { p, verifyConsistency, hexToBytes };
+  const keys = await keyChain(await pinnedFirstKey(), []);
+  const latest = await get("/api/audit/checkpoint");
+  const stored = rememberedCheckpoints().length;
+  const r = await observeCheckpoint(latest, keys);
+  $("cons-result").dataset.ok = String(r.ok);
+  $("cons-result").textContent = r.ok
+    ? `✔ tree ${latest.record.tree_size} is consistent with the ${stored} checkpoint(s) this browser kept`
+    : `✘ split view: ${JSON.stringify(r.evidence)}`;
 }
 
 // ---------------------------------------------------------------- admin

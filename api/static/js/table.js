@@ -2,6 +2,7 @@
 import { el } from "./api.js";
 import { t, reaction } from "./i18n.js";
 import { tileSvg, parseTile, buildChain } from "./tiles.js";
+import * as fair from "./guard.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -121,7 +122,9 @@ export class Table {
         $("deal-commitment").dataset.deal = d.deal_id;
         break;
       }
-      case "seed_reveals_open": break;
+      case "seed_reveals_open":
+        fair.onCommitClosed(d.deal_id).catch((err) => this.announce(`✘ receipt: ${err.message}`));
+        break;
       case "pass": this.announce(`${this.nameOf(d.seat)} ${t("pass")}`); break;
       case "bonus": {
         const name = d.kind === "capicua" ? t("capicua") : d.kind === "pase_corrido" ? t("pase_corrido") : d.kind.startsWith("pase") ? t("pase") : `${t("bonus")} ${d.kind}`;
@@ -130,6 +133,7 @@ export class Table {
         break;
       }
       case "hand_ended": {
+        fair.onHandEnded(d.deal_id).catch(() => {}); // shows its own mark or alarm
         const r = d.result || {};
         if (r.end === "tranque") this.announce(t("tranque"));
         if (r.winner_seat !== null && r.winner_seat !== undefined) this.announce(`${t("handwon")} ${this.nameOf(r.winner_seat)} (+${r.points})`);
@@ -183,6 +187,7 @@ export class Table {
       this.sentSeedFor.add("c" + deal);
       sessionStorage.setItem(key, seed);
       const commitment = await sha256hex(seed);
+      fair.remember(deal, this.seat, seed, commitment);
       $("seed-status").textContent = `${t("seedcommitted")}: ${commitment.slice(0, 16)}…`;
       this.act({ type: "seed_commit", commitment });
     } else if (legal.includes("seed_reveal")) {

@@ -42,7 +42,7 @@ async function ed25519Verify(rawPub, sigHex, message) {
   return crypto.subtle.verify({ name: "Ed25519" }, key, hexToBytes(sigHex), message);
 }
 
-async function verifySigned(env, keys) {
+export async function verifySigned(env, keys) {
   const rec = env.record;
   const pub = keys[rec.key_id];
   if (!pub) throw new Error(`key ${String(rec.key_id).slice(0, 12)}… is not trusted`);
@@ -74,9 +74,50 @@ class Keystream {
   }
 }
 
+const hmacKey = (serverSeedHex) => crypto.subtle.importKey("raw", hexToBytes(serverSeedHex), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+
+// Section 3.1: the opening draws' outcomes.
+export async function drawOutcome(purpose, serverSeedHex, dealId, seeds) {
+  const ks = new Keystream(await hmacKey(serverSeedHex), dealId, seeds);
+  if (purpose === "cuban_draw") {
+    const tiles = [];
+    for (let a = 0; a <= 9; a++) for (let b = a; b <= 9; b++) tiles.push([a, b]);
+    const rounds = [];
+    for (let n = 0; n < 10000; n++) {
+      const t0 = tiles[await ks.below(55)];
+      const t1 = tiles[await ks.below(55)];
+      rounds.push([t0, t1]);
+      if (t0[0] + t0[1] !== t1[0] + t1[1]) return { opening_side: t0[0] + t0[1] > t1[0] + t1[1] ? 0 : 1, rounds };
+    }
+    throw new Error("the draw does not end");
+  }
+  if (purpose !== "pares_o_nones") throw new Error(`${purpose} is not an opening draw`);
+  const f0 = await ks.below(6), f1 = await ks.below(6);
+  return { opening_side: (f0 + f1) % 2, fingers: [f0, f1] };
+}
+
+// Section 4.5: the seed of a seat the house plays.
+export async function cpuSeed(serverSeedHex, dealId, seat) {
+  const mac = await crypto.subtle.sign("HMAC", await hmacKey(serverSeedHex), enc.encode(`mesa-cpu-seed-v1|${dealId}|${seat}`));
+  return bytesToHex(mac);
+}
+
+// Section 4.6: the pinned first key, then every key a rotation signed by a trusted key names.
+export async function keyChain(firstHex, rotations) {
+  const keys = {};
+  for (const h of firstHex) { const raw = hexToBytes(h); keys[await keyId(raw)] = raw; }
+  for (const env of rotations || []) {
+    const r = await verifySigned(env, keys);
+    if (r.type !== "key_rotation") throw new Error("a key chain entry is not a key_rotation record");
+    const raw = hexToBytes(r.new_public_key);
+    if (raw.length !== 32 || (await keyId(raw)) !== r.new_key_id) throw new Error("key_rotation: the new key does not match its id");
+    keys[r.new_key_id] = raw;
+  }
+  return keys;
+}
+
 export async function shuffle(serverSeedHex, dealId, seeds, N) {
-  const key = await crypto.subtle.importKey("raw", hexToBytes(serverSeedHex), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const ks = new Keystream(key, dealId, seeds);
+  const ks = new Keystream(await hmacKey(serverSeedHex), dealId, seeds);
   const tiles = [];
   for (let a = 0; a <= N; a++) for (let b = a; b <= N; b++) tiles.push(`${a}-${b}`);
   for (let i = tiles.length - 1; i >= 1; i--) {
@@ -128,17 +169,45 @@ export async function verifyConsistency(first, second, firstRoot, secondRoot, pa
   return sn === 0 && eq(fr, firstRoot) && eq(sr, secondRoot);
 }
 
-// Section 7: the seven checks, each independent.
-export async function verifyTranscript(doc, trustedHex) {
-  const keys = {};
-  for (const h of trustedHex) { const raw = hexToBytes(h); keys[await keyId(raw)] = raw; }
+export async function leafIncluded(env, inc, checkpointRecord) {
+  if (!inc) throw new Error("no inclusion proof");
+  if (inc.tree_size !== checkpointRecord.tree_size) throw new Error(`proof for size ${inc.tree_size}, checkpoint has ${checkpointRecord.tree_size}`);
+  const leaf = await leafHash(enc.encode(canonical({ record: env.record, signature: env.signature })));
+  if (!(await verifyInclusion(inc.leaf_index, inc.tree_size, leaf, inc.path.map(hexToBytes), hexToBytes(checkpointRecord.root_hash)))) throw new Error("audit path does not lead to the checkpoint's root");
+}
+
+// Section 4.7: a seed receipt under the trusted keys.
+export async function verifyReceipt(receipt, keys) {
+  const r = await verifySigned(receipt.record, keys);
+  if (r.type !== "seed_commitments" || r.deal_id !== receipt.deal_id) throw new Error("the receipt holds no seed_commitments record for its deal");
+  const cp = await verifySigned(receipt.checkpoint, keys);
+  if (cp.type !== "checkpoint") throw new Error("the receipt's checkpoint is not a checkpoint");
+  await leafIncluded(receipt.record, receipt.inclusion, cp);
+  return r;
+}
+
+const CANONICAL_TILE = (N) => { const ok = new Set(); for (let a = 0; a <= N; a++) for (let b = a; b <= N; b++) ok.add(`${a}-${b}`); return ok; };
+
+// Section 7: the nine checks, each independent. `trustedHex`: the pinned first key(s).
+export async function verifyTranscript(doc, trustedHex, receipt = null) {
+  let keys = {};
+  let chainError = null;
+  try { keys = await keyChain(trustedHex, doc.key_rotations); } catch (e) { chainError = e; }
   const rec = doc.commitment?.record || {};
+  const isDraw = rec.purpose === "cuban_draw" || rec.purpose === "pares_o_nones";
+  const checkDraw = async () => {
+    if (doc.deal.hands.length || doc.deal.stock.length || doc.moves.length || doc.opener !== null) throw new Error("an opening draw deals no tiles and has no moves");
+    const got = await drawOutcome(rec.purpose, doc.server_seed, doc.deal_id, doc.player_seeds.map((e) => e.seed));
+    if (canonical(got) !== canonical(doc.result)) throw new Error("the draw's result differs from the recomputed draw");
+    return `side ${got.opening_side} opens`;
+  };
   const checks = [];
   const run = async (name, fn) => {
     try { const detail = await fn(); checks.push({ name, status: "pass", detail: detail || "" }); }
     catch (e) { checks.push({ name, status: "fail", detail: String(e.message || e) }); }
   };
   await run("signature", async () => {
+    if (chainError) throw chainError;
     const r = await verifySigned(doc.commitment, keys);
     if (r.type !== "commitment") throw new Error("not a commitment record");
     return `key ${r.key_id.slice(0, 12)}…`;
@@ -166,8 +235,13 @@ export async function verifyTranscript(doc, trustedHex) {
     return c.slice(0, 16) + "…";
   });
   await run("deal_recomputation", async () => {
-    if ((rec.purpose ?? "deal") !== "deal") throw new Error("commitment is not for a deal");
     if (doc.deal_id !== rec.deal_id) throw new Error("deal id differs from the committed one");
+    if (isDraw) return checkDraw();
+    if ((rec.purpose ?? "deal") !== "deal") throw new Error("commitment is not for a deal");
+    const valid = CANONICAL_TILE(rec.tile_set);
+    for (const tile of [...doc.deal.hands.flat(), ...doc.deal.stock, ...doc.moves.map((m) => m.tile)]) {
+      if (!valid.has(tile)) throw new Error(`tile ${tile} is not in canonical form a-b (a <= b)`);
+    }
     const seeds = doc.player_seeds.map((e) => e.seed);
     const order = await shuffle(doc.server_seed, rec.deal_id, seeds, rec.tile_set);
     const k = rec.seats.length, H = rec.hand_size;
@@ -178,6 +252,7 @@ export async function verifyTranscript(doc, trustedHex) {
     return `${order.length} tiles`;
   });
   await run("replay", async () => {
+    if (isDraw) return checkDraw();
     // The rules engine is not re-implemented here: this checks that every move is a tile
     // dealt to the seat that played it, used once; `mesa audit verify` replays fully.
     const owner = {};
@@ -206,6 +281,35 @@ export async function verifyTranscript(doc, trustedHex) {
     const r = await verifySigned(doc.checkpoint, keys);
     if (r.type !== "checkpoint") throw new Error("not a checkpoint record");
     return `tree ${r.tree_size}`;
+  });
+  await run("seed_receipt", async () => {
+    if (!doc.seed_record) throw new Error("no logged seed_commitments record: the seeds are unreceipted");
+    const r = await verifySigned(doc.seed_record, keys);
+    if (r.type !== "seed_commitments" || r.deal_id !== doc.deal_id || r.commitment !== rec.commitment) throw new Error("the seed record is for another deal");
+    if (!Array.isArray(r.seats) || r.seats.length !== doc.player_seeds.length) throw new Error("the seed record has not one entry per seat");
+    for (const [i, e] of doc.player_seeds.entries()) {
+      const logged = r.seats[i];
+      if (logged.seat !== i) throw new Error(`seed record entry ${i} names another seat`);
+      if (logged.commitment !== e.commitment) throw new Error(`seat ${i}: the transcript's seed commitment is not the logged one (the seed was substituted)`);
+      if (logged.source === "cpu" && (e.status !== "revealed" || e.seed !== (await cpuSeed(doc.server_seed, doc.deal_id, i)))) throw new Error(`seat ${i}: the CPU seed is not the committed formula's`);
+    }
+    await leafIncluded(doc.seed_record, doc.seed_inclusion, doc.checkpoint.record);
+    if (receipt) {
+      await verifyReceipt(receipt, keys);
+      if (canonical(receipt.record) !== canonical(doc.seed_record)) throw new Error("the transcript's seed record differs from your receipt");
+    }
+    return receipt ? "matches your receipt" : `${r.seats.length} seats logged before the reveal`;
+  });
+  await run("result_record", async () => {
+    if (!doc.result_record) throw new Error("no logged result record");
+    const r = await verifySigned(doc.result_record, keys);
+    if (r.type !== "result" || r.deal_id !== doc.deal_id || r.commitment !== rec.commitment) throw new Error("the result record is for another deal");
+    if (r.server_seed !== doc.server_seed) throw new Error("logged result record: server_seed differs");
+    if (canonical(r.seeds) !== canonical(doc.player_seeds.map((e) => e.seed))) throw new Error("logged result record: seeds differ");
+    if (r.moves_sha256 !== (await sha256hex(enc.encode(canonical(doc.moves))))) throw new Error("logged result record: moves differ");
+    if (canonical(r.result) !== canonical(doc.result)) throw new Error("logged result differs from the transcript's result");
+    await leafIncluded(doc.result_record, doc.result_inclusion, doc.checkpoint.record);
+    return "equal to the transcript";
   });
   return checks;
 }

@@ -28,6 +28,7 @@ from fairness.tlog import (
 )
 from services.common.db import create_engine
 from services.common.migrate import upgrade
+from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform
 from tests.fairness.fairness_helpers import opened_deal
 
@@ -141,6 +142,14 @@ async def test_public_log_verified_by_go(platform_db, internal_secret, tmp_path,
                 assert (await anon.get("/log/tile/0/000.p/256")).status_code == 400
                 assert (await anon.get("/log/tile/0/009")).status_code == 404
                 assert (await anon.get("/log/tile/entries/x000/001")).status_code == 400
+            # auditors mirror the log in pages of up to 1000 leaves, far over 64 KiB each
+            await make_user(platform_db, "audi", "auditor")
+            async with p.client() as aud:
+                await sign_in(aud, "audi")
+                page = await aud.get("/api/audit/leaves?start=0&end=1000")
+                assert page.status_code == 200, page.text[:200]
+                assert len(page.content) > 64 * 1024
+                assert len(page.json()["leaves"]) == SIZES[-1]
         finally:
             await store.aclose()
             await engine.dispose()

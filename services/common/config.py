@@ -49,6 +49,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     currency: str = "USD"
     operator_key_file: Path | None = None
     log_origin: str = "mesa-fairness-log"
+    log_witnesses: tuple[str, ...] = ()
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
     invitation_ttl_s: int = 60
@@ -228,6 +229,16 @@ def _log_origin(name: str, raw: str) -> str:
     return raw
 
 
+def _witness_keys(name: str, raw: str) -> tuple[str, ...]:
+    # signed-note verifier keys <name>+<hash>+<base64>; checked fully where they are used
+    keys = tuple(k.strip() for k in raw.split(",") if k.strip())
+    if not keys or any(
+        not re.fullmatch(r"[!-*,-~]{1,200}\+[0-9a-f]{8}\+[A-Za-z0-9+/=]{44}", k) for k in keys
+    ):
+        raise ConfigError(f"{name} must be comma-separated witness verifier keys")
+    return keys
+
+
 # variable -> (settings field, parser, description for docs/reference/configuration.md)
 VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
@@ -305,6 +316,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "log_origin",
         _log_origin,
         "transparency log origin: the first line of its checkpoints and its key's name",
+    ),
+    "MESA_LOG_WITNESSES": (
+        "log_witnesses",
+        _witness_keys,
+        "witness cosignature keys (comma-separated) whose cosignatures the log publishes; "
+        "unset = any",
     ),
 }
 # Variables read elsewhere (documented in docs/reference/configuration.md) that must not be

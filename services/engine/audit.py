@@ -513,6 +513,9 @@ async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> Cosign
     store = _store(state)
     try:
         witness = parse_verifier_key(data.witness_key)
+        allowed = state.settings.log_witnesses
+        if allowed and witness.key() not in allowed:
+            raise ServiceError(403, "unknown_witness", "this log publishes other witnesses")
         if witness.alg != ALG_COSIGNATURE_V1:
             raise NoteError("the witness key must be a cosignature/v1 key (type 0x04)")
         body, sigs = split_note(data.note)

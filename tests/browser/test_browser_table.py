@@ -165,6 +165,18 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 any_page.screenshot(path=str(ARTIFACTS / "table.png"), full_page=True)
             assert not errors, errors
 
+            # Every player's page checked each hand by itself: its own seed and receipt
+            # against the public transcript (api/static/js/guard.js), never an alarm.
+            for name, page in pages.items():
+                mark = page.wait_for_selector("#fair-mark[data-test]", state="attached")
+                assert mark.get_attribute("data-test") == "fair-ok", (name, mark.text_content())
+                checked = page.evaluate(
+                    "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
+                    ".map(k => JSON.parse(localStorage.getItem(k)))"
+                    ".map(o => o.checked + ' ' + (o.problems || []).join('; '))"
+                )
+                assert all(c.startswith("ok") for c in checked) and checked, (name, checked)
+
             # Money: the pot (4 x $10) less 10% goes to the winning pair, $18 each.
             after: dict[str, int] = {}
             for _ in range(100):
@@ -191,7 +203,7 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 "els => els.map(e => e.className + ' ' + e.textContent)",
             )
             assert result.get_attribute("data-ok") == "true", checks
-            assert len(checks) == 7
+            assert len(checks) == 9
             auditor.screenshot(path=str(ARTIFACTS / "audit.png"), full_page=True)
 
             # Finance: commission by day and tier (inline SVG), trial balance, chain check.

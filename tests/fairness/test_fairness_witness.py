@@ -76,7 +76,9 @@ async def test_witness_cosigns_and_policy_refuses_a_split_view(
         "witness.test", raw_public_key(witness_key.public_key()), ALG_COSIGNATURE_V1
     )
     mirror = tmp_path / "mirror"
-    async with platform(platform_db, internal_secret, tmp_path, log_origin=ORIGIN) as p:
+    async with platform(
+        platform_db, internal_secret, tmp_path, log_origin=ORIGIN, log_witnesses=(wvkey,)
+    ) as p:
         key = load_operator_key(tmp_path / "operator_key.pem")
         engine = create_engine(platform_db, application_name="witness-test")
         store = LogStore(engine, key, ORIGIN)
@@ -119,7 +121,12 @@ async def test_witness_cosigns_and_policy_refuses_a_split_view(
                         "note": cosigned,
                     },
                 )
-                assert bad.status_code == 400
+                assert bad.status_code == 403  # not a witness this log publishes
+                forged = cosigned[:-10] + ("A" if cosigned[-10] != "A" else "B") + cosigned[-9:]
+                bad = await anon.post(
+                    "/log/cosignature", json={"witness_key": wvkey, "note": forged}
+                )
+                assert bad.status_code == 400  # its signature does not verify
                 history = (await anon.get("/log/checkpoints")).json()["checkpoints"]
                 assert [c["tree_size"] for c in history] == [5, 300]
                 assert all("— witness.test " in c["note"] for c in history)

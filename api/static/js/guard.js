@@ -65,11 +65,38 @@ export async function observeCheckpoint(env, keys) {
 
 export function rememberedCheckpoints() { return load(CHECKPOINTS, []); }
 
-// The commit phase closed: the seat's receipt must exist now, before any seed is revealed.
-export async function onCommitClosed(dealId) {
+const pendingReceipts = new Map();
+
+// The commit phase closed: the seat's receipt must exist now, before any seed is revealed
+// (the page reveals its seed only after this settles: see receiptBeforeReveal).
+export function onCommitClosed(dealId) {
+  const p = fetchReceipt(dealId).catch((e) => {
+    const own = load(PREFIX + dealId, null);
+    if (own) save(PREFIX + dealId, { ...own, receipt_error: String(e.message || e) });
+    throw e;
+  });
+  pendingReceipts.set(dealId, p);
+  if (pendingReceipts.size > 20) pendingReceipts.delete(pendingReceipts.keys().next().value);
+  return p;
+}
+
+// Resolves once the receipt for `dealId` was checked (or failed): call before revealing.
+export async function receiptBeforeReveal(dealId) {
+  const p = pendingReceipts.get(dealId);
+  if (p) await p.catch(() => null);
+}
+
+async function fetchReceipt(dealId) {
   const own = load(PREFIX + dealId, null);
   if (!own) return null;
-  const receipt = await getJson(`/log/receipts/${dealId}`);
+  let receipt = null;
+  // the record is appended right after the event that announced it: try a few times
+  for (let i = 0; i < 8 && !receipt; i++) {
+    try { receipt = await getJson(`/log/receipts/${dealId}`); } catch (e) {
+      if (i === 7) throw e;
+      await new Promise((r) => setTimeout(r, 250 * (i + 1)));
+    }
+  }
   const keys = await keyChain(await pinnedFirstKey(), []);
   const record = await verifyReceipt(receipt, keys);
   const mine = record.seats[own.seat];
@@ -85,9 +112,9 @@ export async function checkHand(doc, own, firstKeys) {
   const wanted = ["signature", "seed_commitments", "server_seed_opening", "deal_recomputation", "merkle_inclusion", "checkpoint_signature", "seed_receipt", "result_record"];
   for (const c of checks) if (wanted.includes(c.name) && c.status !== "pass") problems.push(`${c.name}: ${c.detail}`);
   const entry = doc.player_seeds?.[own.seat];
-  if (!entry || entry.seed !== own.seed) problems.push("the transcript does not hold your seed");
+  if (!entry || entry.seed !== own.seed) problems.push(`the transcript does not hold your seed (seat ${own.seat}: ${entry?.status})`);
   else if (entry.commitment !== own.commitment) problems.push("the transcript does not hold your commitment");
-  if (!own.receipt) problems.push("no receipt was given before the reveal");
+  if (!own.receipt) problems.push(`no receipt was given before the reveal (${own.receipt_error || "none fetched"})`);
   return { problems, checks };
 }
 
@@ -122,12 +149,12 @@ export async function onHandEnded(dealId) {
   for (let i = 0; i < 5 && !doc; i++) {
     try { doc = await getJson(`/log/transcripts/${dealId}`); } catch (e) { await new Promise((r) => setTimeout(r, 1000 * (i + 1))); }
   }
-  if (!doc) { mark.textContent = "transcript not available yet"; return null; }
+  if (!doc) { mark.textContent = "transcript not available yet"; mark.dataset.test = "fair-error"; return null; }
   const { problems } = await checkHand(doc, own, firstKeys);
   const keys = await keyChain(firstKeys, doc.key_rotations);
   const view = await observeCheckpoint(doc.checkpoint, keys).catch((e) => ({ ok: false, error: String(e.message || e) }));
   if (!view.ok) problems.push(view.error || "split view: this checkpoint is inconsistent with one you saw before");
-  save(PREFIX + dealId, { ...own, checked: problems.length ? "alarm" : "ok" });
+  save(PREFIX + dealId, { ...own, checked: problems.length ? "alarm" : "ok", problems });
   if (!problems.length) {
     mark.className = "fair-ok";
     mark.dataset.test = "fair-ok";

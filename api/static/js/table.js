@@ -68,9 +68,18 @@ export class Table {
   act(action) {
     this.refs += 1;
     this.send({ type: "action", ref: `r${this.refs}`, seq: this.seq, action });
+    return `r${this.refs}`;
   }
 
   onMessage(m) {
+    const p = (m.type === "ack" || m.type === "error") && this.pendingSeeds?.get(m.ref);
+    if (p) {
+      // the page's own fairness checks keep a seed only once the engine took its commitment;
+      // a refused commit or reveal (a stale view) is sent again with the next view
+      this.pendingSeeds.delete(m.ref);
+      if (m.type === "ack" && p.kind === "c") fair.remember(p.deal, p.seat, p.seed, p.commitment);
+      if (m.type === "error") this.sentSeedFor.delete(p.kind + p.deal);
+    }
     if (m.type === "ack") {
       // Our action was applied; its update (the new events and our view) rides on the ack.
       if (m.update) this.onMessage({ type: "update", ...m.update });
@@ -133,7 +142,7 @@ export class Table {
         break;
       }
       case "hand_ended": {
-        fair.onHandEnded(d.deal_id).catch(() => {}); // shows its own mark or alarm
+        fair.onHandEnded(d.deal_id).catch((err) => this.announce(`✘ fairness check: ${err.message}`));
         const r = d.result || {};
         if (r.end === "tranque") this.announce(t("tranque"));
         if (r.winner_seat !== null && r.winner_seat !== undefined) this.announce(`${t("handwon")} ${this.nameOf(r.winner_seat)} (+${r.points})`);
@@ -187,16 +196,20 @@ export class Table {
       this.sentSeedFor.add("c" + deal);
       sessionStorage.setItem(key, seed);
       const commitment = await sha256hex(seed);
-      fair.remember(deal, this.seat, seed, commitment);
       $("seed-status").textContent = `${t("seedcommitted")}: ${commitment.slice(0, 16)}…`;
-      this.act({ type: "seed_commit", commitment });
+      const ref = this.act({ type: "seed_commit", commitment });
+      this.pendingSeeds = this.pendingSeeds || new Map();
+      this.pendingSeeds.set(ref, { kind: "c", deal, seat: v.seat ?? this.seat, seed, commitment });
     } else if (legal.includes("seed_reveal")) {
       if (this.sentSeedFor.has("r" + deal)) return;
       const seed = sessionStorage.getItem(key);
       if (seed === null) return;
       this.sentSeedFor.add("r" + deal);
+      await fair.receiptBeforeReveal(deal); // the log holds every commitment before we reveal
       $("seed-status").textContent = t("seedrevealed");
-      this.act({ type: "seed_reveal", seed });
+      const ref = this.act({ type: "seed_reveal", seed });
+      this.pendingSeeds = this.pendingSeeds || new Map();
+      this.pendingSeeds.set(ref, { kind: "r", deal });
       $("seed-input").value = randomSeed();
     }
   }

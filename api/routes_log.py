@@ -41,7 +41,8 @@ from services.engine.audit_contract import (
     VoidCounts,
 )
 
-TEXT = "text/plain; charset=utf-8"
+TEXT = "text/plain"  # Litestar adds "; charset=utf-8"
+BINARY = "application/octet-stream"
 IMMUTABLE = "public, max-age=31536000, immutable"
 # A checkpoint changes every few seconds while the log grows.
 FRESH = "public, max-age=5"
@@ -55,7 +56,7 @@ def _text(body: str, cache: str) -> Response[str]:
     return Response(body, media_type=TEXT, headers={"cache-control": cache})
 
 
-@get("/log/key", tags=["log"], responses=READ_ERRORS)
+@get("/log/key", tags=["log"], responses=READ_ERRORS, media_type=TEXT)
 async def log_key(request: Request[Any, Any, Any]) -> Response[str]:
     """The log's signed-note verifier key (its name is the log's origin)."""
     engine = get_backends(request.app.state).engine
@@ -63,7 +64,7 @@ async def log_key(request: Request[Any, Any, Any]) -> Response[str]:
     return _text(key.text, "public, max-age=300")
 
 
-@get("/log/checkpoint", tags=["log"], responses=READ_ERRORS)
+@get("/log/checkpoint", tags=["log"], responses=READ_ERRORS, media_type=TEXT)
 async def log_checkpoint(request: Request[Any, Any, Any]) -> Response[str]:
     """The latest checkpoint: a C2SP tlog-checkpoint signed note, with cosignatures."""
     engine = get_backends(request.app.state).engine
@@ -88,7 +89,7 @@ async def log_checkpoints(
     return Response(notes, headers={"cache-control": FRESH})
 
 
-@get("/log/tile/{path:path}", tags=["log"], responses=READ_ERRORS)
+@get("/log/tile/{path:path}", tags=["log"], responses=READ_ERRORS, media_type=BINARY)
 async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Response[bytes]:
     """A hash tile or an entry bundle (C2SP tlog-tiles)."""
     rest = path.lstrip("/")
@@ -100,7 +101,7 @@ async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Resp
     )
     return Response(
         blob.data,
-        media_type="application/octet-stream",
+        media_type=BINARY,
         headers={"cache-control": IMMUTABLE},
     )
 

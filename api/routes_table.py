@@ -50,6 +50,7 @@ from api.feed import CHAT_CHANNEL, MatchFeed, Subscription
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, session_of
 from services.common.errors import ServiceError
+from services.common.json_limits import json_depth_exceeds
 from services.common.logging import get_logger
 from services.engine.contract import (
     MAX_FEED_READS,
@@ -668,6 +669,9 @@ class _Table:
                     self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
+        if json_depth_exceeds(raw):
+            await self.send({"type": "error", "error": "invalid_request", "detail": "too deep"})
+            return
         try:
             frame = _frame_decoder.decode(raw)
         except msgspec.DecodeError as exc:

@@ -39,7 +39,8 @@ MAX_NESTING = 6
 
 # Keys whose values are never written: a key containing any of these (case-insensitive).
 _SECRET_KEY = re.compile(
-    r"authorization|cookie|passw|token|csrf|secret|seed|credential|api[_-]?key|private[_-]?key",
+    r"authorization|cookie|passw|token|csrf|secret|seed|session|credential|api[_-]?key|"
+    r"private[_-]?key",
     re.IGNORECASE,
 )
 # Keys that name a secret but whose values are safe to log.
@@ -60,7 +61,7 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"""(?ix)
-            (\b[\w-]*(?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed)[\w-]*)
+            (\b[\w-]*(?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session)[\w-]*)
             (['"]?\s*(?:[:=]|,)\s*b?)
             ('[^'\n]*'|"[^"\n]*"|[^'"\n,;)}\]]+)
             """

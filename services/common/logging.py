@@ -61,13 +61,30 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"""(?ix)
-            (\b[\w-]*(?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session)[\w-]*)
+            ((?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session)[\w-]*)
             (['"]?\s*(?:[:=]|,)\s*b?)
             ('[^'\n]*'|"[^"\n]*"|[^'"\n,;)}\]]+)
             """
         ),
         rf"\1\2{REDACTED}",
     ),
+)
+
+# What every pattern above starts from: text without any of these (lowercased) is left as it
+# is, after a few substring searches where the patterns would be five regular expressions.
+_TRIGGERS = (
+    "bearer",
+    "mesaservice",
+    "v1.",
+    "mesa_",
+    "://",
+    "authoriz",
+    "cookie",
+    "passw",
+    "token",
+    "csrf",
+    "secret",
+    "seed",
 )
 
 
@@ -80,8 +97,10 @@ def redact_text(text: str, limit: int = MAX_VALUE_CHARS) -> str:
         cut = True
     else:
         cut = False
-    for pattern, replacement in _TEXT_PATTERNS:
-        text = pattern.sub(replacement, text)
+    lowered = text.lower()
+    if any(trigger in lowered for trigger in _TRIGGERS):
+        for pattern, replacement in _TEXT_PATTERNS:
+            text = pattern.sub(replacement, text)
     if len(text) > limit or cut:
         return f"{text[:limit]}…[truncated]"
     return text
@@ -100,15 +119,25 @@ def _redact_exception(text: str) -> str:
     )
 
 
+_secret_keys: dict[str, bool] = {}
+_MAX_REMEMBERED_KEYS = 4096
+
+
 def _is_secret_key(key: str) -> bool:
-    return key not in _SAFE_KEYS and _SECRET_KEY.search(key) is not None
+    known = _secret_keys.get(key)
+    if known is None:
+        known = key not in _SAFE_KEYS and _SECRET_KEY.search(key) is not None
+        if len(_secret_keys) >= _MAX_REMEMBERED_KEYS:
+            _secret_keys.clear()
+        _secret_keys[key] = known
+    return known
 
 
 def _clean(value: Any, depth: int) -> Any:
-    if value is None or isinstance(value, bool | int | float):
-        return value
     if isinstance(value, str):
         return redact_text(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
     if isinstance(value, bytes | bytearray | memoryview):
         return redact_text(bytes(value[: 2 * MAX_VALUE_CHARS]).decode("utf-8", "replace"))
     if isinstance(value, Mapping):

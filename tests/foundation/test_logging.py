@@ -178,3 +178,22 @@ def test_values_and_lines_are_bounded(capture, log_format):
     # A console line's traceback follows on its own lines: each bounded the same.
     assert max(len(line) for line in lines) <= MAX_LINE_CHARS
     assert len(text) < 6 * MAX_LINE_CHARS
+
+
+async def test_database_errors_carry_no_statement_parameters(database_url):
+    """A failed statement's error (what a traceback shows) names no parameter value: the
+    gateway's session rows hold CSRF tokens, the engine's match log unrevealed seeds."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from services.common.db import create_engine
+
+    seed = secrets.token_bytes(32).hex()
+    engine = create_engine(database_url, as_app_role=False)
+    try:
+        async with engine.connect() as conn:
+            with pytest.raises(DBAPIError) as failed:
+                await conn.execute(text("SELECT CAST(:seed AS integer)"), {"seed": seed})
+    finally:
+        await engine.dispose()
+    assert seed not in str(failed.value)

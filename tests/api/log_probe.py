@@ -63,6 +63,7 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
             auth = await bearer(bearer_client, user)
             token = auth["Authorization"].removeprefix("Bearer ")
             bearer_client.headers.update(auth)
+            seeds = await fail_a_match_actor(p, bearer_client, database_url)
             for client in (cookie_client, bearer_client):
                 await client.get("/api/probe/boom")
                 for body in (b"{", b"[" * 100_000, b'{"unknown": 1}', b"\xff"):
@@ -119,7 +120,53 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
         "service token": service_token.rsplit(".", 1)[1],
         "password": PASSWORD,
         "internal secret": secret.hex(),
+        **seeds,
     }
+
+
+async def fail_a_match_actor(p: Any, client: Any, database_url: str) -> dict[str, str]:
+    """A match against the CPU whose actor then fails in a step that holds the match (its
+    unrevealed server seed) in a local variable: the engine logs `match_actor_failed` with the
+    traceback. Returns the match's server seeds, as the match log holds them."""
+    import asyncpg
+
+    from services.common.errors import ServiceError
+
+    r = await client.post("/api/lobby/cpu", json={"kind": "apuesta-1v1"})
+    if r.status_code != 200:
+        raise RuntimeError(f"no CPU match: {r.status_code} {r.text}")
+    match_id = str(r.json()["match_id"])
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows: list[Any] = []
+        for _ in range(400):  # until the first deal's seed round is open (bounded)
+            records = await conn.fetch(
+                "SELECT record FROM engine.match_log WHERE match_id = $1", match_id
+            )
+            rows = [json.loads(r["record"]) for r in records]
+            rows = [r for r in rows if r.get("k") == "open"]
+            if rows:
+                break
+            await asyncio.sleep(0.05)
+        if not rows:
+            raise RuntimeError("the match opened no seed round")
+        actor = p.services["engine"].state.engine.actors[match_id]
+
+        async def failing_step() -> None:
+            match = actor.match  # noqa: F841 (the dealing state, seed included)
+            raise RuntimeError("probe: a step failed while dealing")
+
+        try:
+            await actor.call(failing_step)
+        except ServiceError:
+            pass
+    finally:
+        await conn.close()
+    seeds = [str(row["seed"]) for row in rows]
+    found = {f"server seed {n} (hex)": seed for n, seed in enumerate(seeds)}
+    for n, seed in enumerate(seeds):
+        found[f"server seed {n} (bytes)"] = repr(bytes.fromhex(seed))[2:34]
+    return found
 
 
 if __name__ == "__main__":

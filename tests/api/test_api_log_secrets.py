@@ -1,8 +1,9 @@
 """No log line carries a credential, password or secret: a platform signs a player in (cookie
 session, CSRF token, bearer token), calls the services with a live service credential, and
 sends failing and malformed requests with them (bad and nested JSON, unknown and forbidden
-routes, a handler that raises with the headers in its message and locals); everything it
-logged, structlog's lines and stdlib's (uvicorn, asyncio), is searched for each secret.
+routes, a handler that raises with the headers in its message and locals), and makes a CPU
+match's actor fail while it holds its unrevealed server seed; everything it logged,
+structlog's lines and stdlib's (uvicorn, asyncio), is searched for each secret.
 
 The platform runs in a subprocess (tests/api/log_probe.py) so its logging is configured
 exactly as `mesa serve` configures it, before any logger is used.
@@ -54,6 +55,7 @@ def test_no_secret_in_any_log_line(platform_db: str, tmp_path: Path, log_format:
     # never-retrieved task, the request lines of the debug level.
     for expected in (
         "unhandled_error",
+        "match_actor_failed",
         "Exception in ASGI application",
         "Task exception was never retrieved",
         "probe_careless",

@@ -43,7 +43,7 @@ _SECRET_KEY = re.compile(
     r"private[_-]?key",
     re.IGNORECASE,
 )
-# Keys that name a secret but whose values are safe to log.
+# The event's name and context: never redacted, never dropped, kept when a line is cut.
 _SAFE_KEYS = frozenset({"event", "level", "timestamp", "service", "request_id", "logger"})
 
 # Secrets inside text (messages, exception text, reprs of objects), each replaced in place.
@@ -57,13 +57,14 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # The password in a database URL.
     (re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@"), rf"\1{REDACTED}@"),
     # key=value, key: value, 'key': 'value', (b'key', b'value') where the key names a secret;
-    # an unquoted value runs to the next delimiter (a password may have spaces).
+    # an unquoted value runs to the next delimiter (a password may have spaces), a quoted one
+    # to its closing quote or the end of the text (cut short by a bound).
     (
         re.compile(
             r"""(?ix)
             ((?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session)[\w-]*)
             (['"]?\s*(?:[:=]|,)\s*b?)
-            ('[^'\n]*'|"[^"\n]*"|[^'"\n,;)}\]]+)
+            ('[^'\n]*(?:'|$)|"[^"\n]*(?:"|$)|[^'"\n,;)}\]]+)
             """
         ),
         rf"\1\2{REDACTED}",
@@ -106,17 +107,21 @@ def redact_text(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     return text
 
 
+# Text redacted on either side of a cut, so a secret the cut splits still has its key.
+_CUT_CONTEXT_CHARS = 1024
+
+
 def _redact_exception(text: str) -> str:
-    """A traceback keeps its head and its tail (the error itself) within the bound."""
+    """A traceback keeps its head and its tail (the error itself) within the bound; each part
+    is redacted with some text around it before it is cut out."""
     if len(text) <= MAX_EXCEPTION_CHARS:
         return redact_text(text, MAX_EXCEPTION_CHARS)
     head = MAX_EXCEPTION_CHARS // 4
     tail = MAX_EXCEPTION_CHARS - head
-    return (
-        redact_text(text[:head], head)
-        + "\n…[traceback truncated]…\n"
-        + redact_text(text[-tail:], tail)
-    )
+    margin = _CUT_CONTEXT_CHARS
+    head_text = redact_text(text[: head + margin], head + margin)[:head]
+    tail_text = redact_text(text[-(tail + margin) :], tail + margin)[-tail:]
+    return f"{head_text}\n…[traceback truncated]…\n{tail_text}"
 
 
 _secret_keys: dict[str, bool] = {}
@@ -223,18 +228,14 @@ def _bounded(renderer: Callable[[Any, str, Any], Any]) -> Callable[[Any, str, An
     return render
 
 
-def _exception_text(_logger: Any, _method: str, event_dict: Any) -> Any:
-    """exc_info as plain text (no local variables), so the redaction sees it as text."""
-    return structlog.processors.format_exc_info(_logger, _method, event_dict)
-
-
 def configure_logging(service: str, log_format: str = "console", level: str = "info") -> None:
     level_no = getattr(logging, level.upper(), logging.INFO)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
-        _exception_text,
+        # exc_info as plain text (no local variables), so the redaction sees it as text.
+        structlog.processors.format_exc_info,
         redact_and_bound,
     ]
     renderer: Any

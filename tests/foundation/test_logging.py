@@ -197,3 +197,25 @@ async def test_database_errors_carry_no_statement_parameters(database_url):
     finally:
         await engine.dispose()
     assert seed not in str(failed.value)
+
+
+def test_a_secret_cut_by_a_bound_is_still_redacted(capture):
+    """A long traceback keeps its head and its end: a secret where either is cut out is
+    still recognised (its key is before the cut)."""
+    out = capture("json", "info")
+    log = structlog.get_logger()
+    secret = secrets.token_hex(40)
+    messages = [
+        # the secret across the end of the head, then across the start of the tail
+        *("x" * pad + f"password: '{secret}' " + "y" * 6000 for pad in range(850, 1250, 10)),
+        *("x" * 3000 + f"password: '{secret}' " + "y" * end for end in range(3700, 3900, 10)),
+    ]
+    for message in messages:
+        try:
+            raise RuntimeError(message)
+        except RuntimeError:
+            log.exception("long_failure")
+    text = out.getvalue()
+    assert text.count("long_failure") == len(messages)
+    for n in range(0, len(secret) - 8):
+        assert secret[n : n + 8] not in text

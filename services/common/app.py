@@ -223,7 +223,7 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                 if "\x00" in scope.get("path", ""):
                     # No route has one; a NUL reaching a file lookup (the page's static files)
                     # is a ValueError there.
-                    await send_json(send_with_id, 404, _NO_SUCH_PATH)
+                    await _refuse(scope, send_with_id, "no such path", 404)
                     return
                 try:
                     caller = guard.caller(scope.get("path", ""), auth)
@@ -250,20 +250,18 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     return middleware_for
 
 
-_NO_SUCH_PATH = error_json("not_found", "no such path")
+_REFUSAL_CODES = {401: "unauthorized", 404: "not_found"}
 
 
-async def _refuse(scope: Scope, send: Send, detail: str) -> None:
-    """401 with the same body as every other refusal ({"error", "detail"})."""
+async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> None:
+    """401 (or `status`) with the same body as every other refusal ({"error", "detail"}); a
+    WebSocket is closed with 1008 (policy violation)."""
+    code = _REFUSAL_CODES[status]
     if scope["type"] == "websocket":
-        close: WebSocketCloseEvent = {
-            "type": "websocket.close",
-            "code": 1008,
-            "reason": "unauthorized",
-        }
+        close: WebSocketCloseEvent = {"type": "websocket.close", "code": 1008, "reason": code}
         await send(close)
         return
-    await send_json(send, 401, error_json("unauthorized", detail))
+    await send_json(send, status, error_json(code, detail))
 
 
 def make_health_handler(service: str) -> Any:

@@ -252,6 +252,15 @@ async def test_table_socket_refuses_nested_frames_and_stays_open(
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 await _next_frame(ws, ("pong",))
             assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+        # A NUL in the socket's path: refused at the handshake or closed as a policy violation.
+        odd_url = urls["gateway"].replace("http://", "ws://") + "/api/matches/%00/ws"
+        try:
+            async with websockets.connect(odd_url, additional_headers=headers) as ws:
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await _next_frame(ws, ("pong",))
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        except websockets.InvalidStatus as refused:
+            assert refused.response.status_code == 403
 
 
 async def _next_frame(ws: Any, kinds: tuple[str, ...]) -> dict[str, Any]:

@@ -51,6 +51,7 @@ from api.feed import CHAT_CHANNEL, MatchFeed, SessionWatch, Subscription
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, session_of
 from services.common.errors import ServiceError
+from services.common.json_limits import json_depth_exceeds, too_deep_error
 from services.common.logging import get_logger
 from services.engine.contract import (
     MAX_FEED_READS,
@@ -673,6 +674,10 @@ class _Table:
                     self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
+        if json_depth_exceeds(raw):
+            deep = too_deep_error()
+            await self.send({"type": "error", "error": deep.code, "detail": deep.detail})
+            return
         try:
             frame = _frame_decoder.decode(raw)
         except msgspec.DecodeError as exc:

@@ -24,7 +24,7 @@ from litestar import Litestar
 from litestar.routes import HTTPRoute
 from sqlalchemy import event
 
-import api.accounts
+import api.passwords
 from services.common.app import direct_dispatch_of
 from services.common.auth import header_value
 from services.common.metrics import REQUESTS
@@ -176,14 +176,17 @@ async def test_malformed_anonymous_burst_does_no_costly_work(
 ) -> None:
     """No query on the gateway's database, no password hash, no call to a service."""
     hashes = 0
-    scrypt = api.accounts._scrypt
 
-    def counting_scrypt(*args: Any) -> bytes:
-        nonlocal hashes
-        hashes += 1
-        return scrypt(*args)
+    def counting(real: Any) -> Any:
+        def wrapped(*args: Any) -> Any:
+            nonlocal hashes
+            hashes += 1
+            return real(*args)
 
-    monkeypatch.setattr(api.accounts, "_scrypt", counting_scrypt)
+        return wrapped
+
+    for name in ("hash_password", "check_password"):
+        monkeypatch.setattr(api.passwords, name, counting(getattr(api.passwords, name)))
     async with served_platform(platform_db, internal_secret, tmp_path) as (p, urls):
         queries: list[str] = []
 
@@ -199,6 +202,14 @@ async def test_malformed_anonymous_burst_does_no_costly_work(
         for path in ("/api/lobby/quick-join", "/api/matches/x/actions", "/api/finance/deposits"):
             requests.append(("POST", path, b"[" * 100_000))
         requests.append(("POST", "/api/auth/login", b"x" * 300_000))
+        # Credentials that cannot be ours are refused by their shape, before any lookup.
+        odd_credentials = [
+            {"authorization": "Bearer " + "a" * 42},
+            {"authorization": "Bearer " + "a" * 44},
+            {"authorization": "Bearer not a token at all"},
+            {"cookie": "mesa_session=" + "%" * 43},
+            {"cookie": "mesa_session=" + "b" * 4000},
+        ]
         async with httpx.AsyncClient(base_url=urls["gateway"], timeout=READ_TIMEOUT_S) as client:
             statuses = await asyncio.gather(
                 *(
@@ -207,6 +218,7 @@ async def test_malformed_anonymous_burst_does_no_costly_work(
                     for method, path, body in requests
                 ),
                 *(_raw_status(urls["gateway"], p.encode()) for p in ODD_PATHS if p != "//"),
+                *(_send(client, "GET", "/api/me/wallet", b"", extra) for extra in odd_credentials),
             )
         event.remove(p.gateway.state.db.sync_engine, "before_cursor_execute", count)
         assert all(400 <= s < 500 for s in statuses), sorted(set(statuses))
@@ -215,8 +227,14 @@ async def test_malformed_anonymous_burst_does_no_costly_work(
         assert _service_requests() == calls_before
 
 
-async def _send(client: httpx.AsyncClient, method: str, path: str, body: bytes) -> int:
-    headers = {"content-type": "application/json"}
+async def _send(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    body: bytes,
+    extra: dict[str, str] | None = None,
+) -> int:
+    headers = {"content-type": "application/json", **(extra or {})}
     r = await client.request(method, path, content=body, headers=headers)
     return r.status_code
 

@@ -7,6 +7,7 @@ Subcommand modules expose `main(argv: list[str]) -> int` and are imported lazily
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
 
@@ -37,6 +38,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"mesa: unknown command {name!r}\n{_usage()}", file=sys.stderr)
         return 2
+    # Every line a command prints reaches a pipe or a log file at once (a supervisor's "ready"
+    # must not wait in a buffer until it fills or the process exits).
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:
         result: int = module.main(rest)

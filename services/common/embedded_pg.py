@@ -391,12 +391,12 @@ class EmbeddedPostgres:
                 )
 
     def start(self) -> None:
-        self.init()
         self._check_data_lock()
         if not port_is_free(self.host, self.port):
             raise EmbeddedPostgresError(
                 port_in_use_message(self.host, self.port, "the embedded PostgreSQL (MESA_PG_PORT)")
             )
+        self.init()
         upgrade_trust = self._uses_trust()
         if not upgrade_trust and not (self.secrets_dir / SUPERUSER_PASSWORD_FILE).exists():
             raise EmbeddedPostgresError(

@@ -458,7 +458,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
-    env = {**os.environ, "PGOPTIONS": "-c role=mesa_app"}
+    env = {**server.client_env(), "PGOPTIONS": "-c role=mesa_app"}
     cmd = [
         str(bin_dir() / "pgbench"),
         "-h", server.host, "-p", str(server.port), "-U", "postgres",
@@ -484,6 +484,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
 
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-ledger-"))
+    tmp.chmod(0o711)  # ours: passable by the server's own user (as root)
     server = EmbeddedPostgres(tmp / "pg", free_port())
     services: list[subprocess.Popen[bytes]] = []
     try:

@@ -289,12 +289,15 @@ def test_mesa_commands_print_each_line_at_once_through_a_pipe():
         sys.exit(cli.main(["probe"]))
         """
     )
+    # as a user's shell runs it: Python's own buffering of a pipe, not forced off
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     proc = subprocess.Popen(
         [sys.executable, "-c", probe],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=env,
     )
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.append(proc.stdout.readline()))  # type: ignore[union-attr]

@@ -26,7 +26,10 @@ READY_TIMEOUT_S = 120
 
 
 def _env(var_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+    # PYTHONUNBUFFERED dropped: mesa up's lines must reach the pipe by its own flushing.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("MESA_") and k != "PYTHONUNBUFFERED"
+    }
     env.update(platform_port_env())
     env.update(
         MESA_VAR_DIR=str(var_dir),

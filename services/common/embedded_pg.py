@@ -384,7 +384,9 @@ class EmbeddedPostgres:
             return
         pid = int(first)
         with contextlib.suppress(psutil.Error):
-            if psutil.pid_exists(pid) and psutil.Process(pid).name().startswith("postgres"):
+            # A stale file's pid may since belong to another program: only a server whose
+            # command line names this folder holds it (PostgreSQL itself judges the rest).
+            if str(self.data_dir) in psutil.Process(pid).cmdline():
                 raise EmbeddedPostgresError(
                     f"the data folder {self.data_dir} is in use by PostgreSQL "
                     f"{describe_process(pid)}; stop it first"

@@ -19,6 +19,7 @@ folder of ours under the system temp folder (e.g. a checkout under root's 0700 h
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import grp
 import hashlib
 import hmac
@@ -106,28 +107,38 @@ def password_sql(role: str, password: str, *, login: bool = True) -> str:
 
 def ensure_os_user(name: str) -> pwd.struct_passwd:
     """The system user `name`, created if missing. Idempotent and safe when two first starts
-    race: the loser's useradd fails ("already exists", or the user database is locked), and it
-    finds the winner's user on the next look."""
-    last_error = ""
-    for attempt in range(_USERADD_ATTEMPTS):
-        with contextlib.suppress(KeyError):
-            return pwd.getpwnam(name)
-        useradd = shutil.which("useradd") or (
-            "/usr/sbin/useradd" if os.path.exists("/usr/sbin/useradd") else None
+    race: useradd itself is not (two at once may both "succeed", the second rewriting the
+    first's entry with another uid while the first already runs as it), so creation is
+    serialized by a lock file, and the user is looked up again under the lock."""
+    with contextlib.suppress(KeyError):
+        return pwd.getpwnam(name)
+    useradd = shutil.which("useradd") or (
+        "/usr/sbin/useradd" if os.path.exists("/usr/sbin/useradd") else None
+    )
+    if useradd is None:
+        raise EmbeddedPostgresError(
+            f"PostgreSQL cannot run as root and there is no system user {name!r}; "
+            "create one, or run as a normal user"
         )
-        if useradd is None:
-            raise EmbeddedPostgresError(
-                f"PostgreSQL cannot run as root and there is no system user {name!r}; "
-                "create one, or run as a normal user"
+    lock_path = Path(tempfile.gettempdir()) / "mesa-pg-useradd.lock"
+    fd = os.open(lock_path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held for one useradd: a second at most
+        last_error = ""
+        for attempt in range(_USERADD_ATTEMPTS):
+            with contextlib.suppress(KeyError):
+                return pwd.getpwnam(name)
+            result = subprocess.run(
+                [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                capture_output=True,
+                text=True,
             )
-        result = subprocess.run(
-            [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-            capture_output=True,
-            text=True,
-        )
-        if result.returncode != 0:
-            last_error = result.stderr.strip()[-300:]
-            time.sleep(0.05 * (attempt + 1))
+            if result.returncode != 0:
+                # e.g. the user database locked by another program: look, then try again
+                last_error = result.stderr.strip()[-300:]
+                time.sleep(0.05 * (attempt + 1))
+    finally:
+        os.close(fd)  # releases the lock
     raise EmbeddedPostgresError(f"could not create the system user {name!r}: {last_error}")
 
 

@@ -194,6 +194,43 @@ def test_two_first_starts_at_once_both_succeed():
         subprocess.run(["groupdel", user], capture_output=True)
 
 
+_CREATE_USER = textwrap.dedent(
+    """
+    import sys
+    from services.common.embedded_pg import ensure_os_user
+    sys.stdin.readline()
+    print(ensure_os_user(sys.argv[1]).pw_uid, flush=True)
+    """
+)
+
+
+@as_root
+def test_concurrent_user_creation_agrees_on_one_uid():
+    """useradd run twice at once may "succeed" twice, the second rewriting the first's entry
+    with another uid: every racer must end with the uid the system finally has."""
+    for _ in range(3):
+        user = f"mesa-u{secrets.token_hex(4)}"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _CREATE_USER, user],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                cwd=ROOT,
+            )
+            for _ in range(4)
+        ]
+        try:
+            for proc in procs:
+                proc.stdin.write("go\n")  # type: ignore[union-attr]
+                proc.stdin.flush()  # type: ignore[union-attr]
+            uids = {int(proc.communicate(timeout=60)[0]) for proc in procs}
+            assert uids == {pwd.getpwnam(user).pw_uid}
+        finally:
+            subprocess.run(["userdel", user], capture_output=True)
+            subprocess.run(["groupdel", user], capture_output=True)
+
+
 def test_a_port_in_use_names_its_holder(tmp_path):
     port = free_port()
     with socket.socket() as blocker:

@@ -208,7 +208,7 @@ _CREATE_USER = textwrap.dedent(
 def test_concurrent_user_creation_agrees_on_one_uid():
     """useradd run twice at once may "succeed" twice, the second rewriting the first's entry
     with another uid: every racer must end with the uid the system finally has."""
-    for _ in range(3):
+    for _ in range(8):  # the race without the lock shows in about one round of three
         user = f"mesa-u{secrets.token_hex(4)}"
         procs = [
             subprocess.Popen(

@@ -21,6 +21,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cashier": ("ledger.cashier_cli", "deposit, withdraw or reverse a cashier entry"),
 }
 
+# Commands that run until stopped; the others (reports, exports) keep block buffering.
+LONG_RUNNING = frozenset({"up", "serve"})
+
 
 def _usage() -> str:
     lines = ["usage: mesa COMMAND [ARGS...]", "", "commands:"]
@@ -38,11 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"mesa: unknown command {name!r}\n{_usage()}", file=sys.stderr)
         return 2
-    # Every line a command prints reaches a pipe or a log file at once (a supervisor's "ready"
-    # must not wait in a buffer until it fills or the process exits).
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(line_buffering=True)
+    if name in LONG_RUNNING:
+        # Every line reaches a pipe or a log file at once (the URLs and "ready" must not wait
+        # in a buffer until it fills or the process exits).
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:
         result: int = module.main(rest)

@@ -313,8 +313,8 @@ def test_secret_files_are_0600_from_their_first_byte_and_shared_by_racers(tmp_pa
         read_secret(path)
 
 
-def test_mesa_commands_print_each_line_at_once_through_a_pipe():
-    """A line printed by a `mesa` command reaches the pipe while the command still runs."""
+def test_mesa_up_prints_each_line_at_once_through_a_pipe():
+    """A line `mesa up` prints reaches the pipe while it still runs."""
     probe = textwrap.dedent(
         """
         import sys, types
@@ -326,8 +326,8 @@ def test_mesa_commands_print_each_line_at_once_through_a_pipe():
             return 0
         module.main = main
         sys.modules["probe"] = module
-        cli.SUBCOMMANDS["probe"] = ("probe", "")
-        sys.exit(cli.main(["probe"]))
+        cli.SUBCOMMANDS["up"] = ("probe", "")  # `mesa up`, its work replaced by the probe
+        sys.exit(cli.main(["up"]))
         """
     )
     # as a user's shell runs it: Python's own buffering of a pipe, not forced off

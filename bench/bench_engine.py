@@ -288,6 +288,7 @@ def main() -> dict[str, Any]:
     server = None
     if not url:
         data = Path(tempfile.mkdtemp(prefix="mesa-bench-engine-"))
+        data.chmod(0o711)  # ours: passable by the server's own user (as root)
         server = EmbeddedPostgres(data / "data", free_port())
         server.start()
         url = server.url("postgres")

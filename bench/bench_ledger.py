@@ -35,6 +35,7 @@ from services.common.config import Settings, unix_socket_url
 from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port, free_ports
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
+from services.common.reaper import Reaper
 from services.ledger.contract import REPLICA_FILL
 
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
@@ -103,14 +104,6 @@ SETTLE_SQL = (
     "ARRAY['bp' || (m % 64)], ARRAY[1], 1000) "
     "FROM (SELECT nextval('bench.next_match') AS m) s;\n"
 )
-
-
-def _die_with_parent() -> None:
-    """In the service's child process: SIGTERM it if the benchmark process dies."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def server_app() -> Any:
@@ -458,7 +451,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
-    env = {**os.environ, "PGOPTIONS": "-c role=mesa_app"}
+    env = {**server.client_env(), "PGOPTIONS": "-c role=mesa_app"}
     cmd = [
         str(bin_dir() / "pgbench"),
         "-h", server.host, "-p", str(server.port), "-U", "postgres",
@@ -484,8 +477,10 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
 
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-ledger-"))
+    tmp.chmod(0o711)  # ours: passable by the server's own user (as root)
     server = EmbeddedPostgres(tmp / "pg", free_port())
     services: list[subprocess.Popen[bytes]] = []
+    reaper = Reaper()
     try:
         server.start()
         server.create_database("bench")
@@ -520,9 +515,11 @@ def main() -> dict[str, Any]:
                     ],
                     env=env,
                     cwd=str(Path(__file__).resolve().parents[1]),
-                    preexec_fn=_die_with_parent,  # the service must not outlive the bench
+                    start_new_session=True,
                 )  # fmt: skip
             )
+            # the service must not outlive the bench, even a killed one
+            reaper.guard(services[-1].pid, group=True)
         for base in replicas.bases:
             wait_healthy(base)
 
@@ -629,6 +626,7 @@ def main() -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 service.kill()
         server.stop()
+        reaper.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -379,6 +379,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-mm-"))
+    tmp.chmod(0o711)  # ours: passable by the server's own user (as root)
     server = EmbeddedPostgres(tmp / "pg", free_port())
     procs: list[subprocess.Popen[bytes]] = []
     try:

@@ -134,7 +134,8 @@ class Platform:
 
     @property
     def database_url(self) -> str:
-        return self.settings.database_url
+        """The superuser's (the checks read every schema); services log in as mesa_app."""
+        return self.settings.migration_database_url
 
     @property
     def gateway_urls(self) -> list[str]:

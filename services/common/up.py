@@ -3,6 +3,13 @@
 Stops everything (PostgreSQL included) on Ctrl-C or SIGTERM. A service process that dies is
 started again after a short pause, so killing one (as the crash test does) loses nothing
 but the requests it had in flight. Only one `mesa up` runs per var/ folder.
+
+Each child runs in its own process group, registered with a watchdog (services.common.reaper)
+that stops the groups if this process dies without doing so (kill -9): portable POSIX, where
+Linux alone has a parent-death signal.
+
+Services log in to the embedded PostgreSQL as the least-privilege role `mesa_app` with its
+generated password (var/pg_app_password); only the migrations use the superuser.
 """
 
 from __future__ import annotations
@@ -11,7 +18,6 @@ import argparse
 import fcntl
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
@@ -22,16 +28,28 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+import msgspec
 
 from services.common.config import (
+    PG_APP_PASSWORD_FILE,
     ConfigError,
     Settings,
     load_settings,
+    mask_url,
     socket_path_fits,
     unix_socket_url,
 )
-from services.common.embedded_pg import EmbeddedPostgres, EmbeddedPostgresError, port_is_free
+from services.common.db import APP_ROLE
+from services.common.embedded_pg import (
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    describe_process,
+    port_in_use_message,
+    port_is_free,
+)
 from services.common.migrate import upgrade
+from services.common.reaper import Reaper
+from services.common.secret_file import SecretFileError, ensure_secret
 from services.common.serve import PORT_VARIABLES, SOCKET_VARIABLES
 
 _HEALTH_TIMEOUT_S = 60
@@ -58,20 +76,8 @@ def _say(message: str) -> None:
     print(f"mesa up: {message}", flush=True)
 
 
-def _child_preexec() -> None:
-    import ctypes
-
-    os.setpgrp()
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the supervisor
-
-
 def ensure_internal_secret(var_dir: Path) -> bytes:
-    path = var_dir / "internal_secret"
-    if not path.exists():
-        path.write_text(secrets.token_hex(32))
-        path.chmod(0o600)
-    return bytes.fromhex(path.read_text().strip())
+    return bytes.fromhex(ensure_secret(var_dir / "internal_secret")[0])
 
 
 def ensure_operator_key(settings: Settings) -> None:
@@ -96,17 +102,24 @@ class Supervisor:
         self.env = env
         self.stopping = threading.Event()
         self.pg: EmbeddedPostgres | None = None
+        self.reaper: Reaper | None = None
 
     def start_child(self, child: Child) -> None:
         env = {**self.env, **child.extra_env, PORT_VARIABLES[child.service]: str(child.port)}
         if child.socket is not None:
             env[SOCKET_VARIABLES[child.service]] = str(child.socket)
+        if self.reaper is None:
+            self.reaper = Reaper()
+        if child.process is not None:
+            self.reaper.release(child.process.pid)
         child.process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "serve", child.service],
             env=env,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_child_preexec,
+            # Its own process group: a terminal's Ctrl-C reaches us, and we stop it in order.
+            start_new_session=True,
         )
+        self.reaper.guard(child.process.pid, signal.SIGTERM, group=True)
 
     def wait_healthy(self, child: Child, deadline: float) -> bool:
         url = f"http://{self.settings.host}:{child.port}/health"
@@ -163,6 +176,9 @@ class Supervisor:
                 child.process.wait()
         if self.pg is not None:
             self.pg.stop()
+        if self.reaper is not None:
+            self.reaper.close()  # signals any process group still alive, then exits
+            self.reaper = None
 
 
 def build_children(
@@ -188,7 +204,8 @@ def build_children(
 
 def internal_url(settings: Settings, child: Child) -> str:
     """How the other services reach `child`: over its Unix socket when it has one (a call over
-    loopback TCP costs both ends more CPU; docs/ledger.md, eleventh round), else over TCP."""
+    loopback TCP costs both ends more CPU: docs/decisions/0007-unix-sockets-for-internal-calls.md),
+    else over TCP."""
     if child.socket is not None:
         return unix_socket_url(child.socket)
     return f"http://{settings.host}:{child.port}"
@@ -200,9 +217,12 @@ def _acquire_lock(var_dir: Path) -> IO[str] | None:
         fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock_file.seek(0)
-        holder = lock_file.read().strip() or "unknown"
+        written = lock_file.read().strip()
         lock_file.close()
-        _say(f"already running (pid {holder}) for {var_dir}; stop it first")
+        holder = describe_process(int(written)) if written.isdigit() else "an unknown process"
+        _say(
+            f"already running for {var_dir}: {var_dir / 'up.lock'} is held by {holder}; stop it first"
+        )
         return None
     lock_file.seek(0)
     lock_file.truncate()
@@ -240,15 +260,19 @@ def main(argv: list[str]) -> int:
     busy = [c for c in children if not port_is_free(settings.host, c.port)]
     if busy:
         for c in busy:
-            _say(f"port {c.port} for {c.name} ({PORT_VARIABLES[c.service]}) is already in use")
+            what = f"{c.name} ({PORT_VARIABLES[c.service]})"
+            _say(port_in_use_message(settings.host, c.port, what))
         return 3
 
-    secret = settings.internal_secret or ensure_internal_secret(settings.var_dir)
+    try:
+        secret = settings.internal_secret or ensure_internal_secret(settings.var_dir)
+    except SecretFileError as exc:
+        _say(str(exc))
+        return 2
     ensure_operator_key(settings)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
     env.update({k: v for k, v in os.environ.items() if k.startswith("MESA_")})
     env["MESA_INTERNAL_SECRET"] = secret.hex()
-    env["MESA_DATABASE_URL"] = settings.database_url
     env["MESA_VAR_DIR"] = str(settings.var_dir)
     if settings.operator_key_file is not None and "MESA_OPERATOR_KEY" not in env:
         env["MESA_OPERATOR_KEY_FILE"] = str(settings.operator_key_file)
@@ -273,13 +297,27 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     try:
+        services_url = settings.database_url
         if settings.database_is_embedded:
-            supervisor.pg = EmbeddedPostgres(settings.var_dir / "pg", settings.pg_port, "127.0.0.1")
-            _say(f"starting embedded PostgreSQL on 127.0.0.1:{settings.pg_port}")
-            supervisor.pg.start()
-            supervisor.pg.create_database("mesa")
-        migrated = upgrade(settings.database_url)
-        _say(f"migrations applied: {', '.join(migrated)}")
+            pg = EmbeddedPostgres(
+                settings.var_dir / "pg", settings.pg_port, "127.0.0.1", secrets_dir=settings.var_dir
+            )
+            supervisor.pg = pg
+            where = "" if pg.data_dir == pg.requested_data_dir else f", data in {pg.data_dir}"
+            _say(f"starting embedded PostgreSQL on 127.0.0.1:{settings.pg_port}{where}")
+            pg.start()
+            pg.create_database("mesa")
+            app_password = ensure_secret(settings.var_dir / PG_APP_PASSWORD_FILE)[0]
+            migrated = upgrade(pg.url("mesa"), app_password=app_password)
+            services_url = pg.role_url(APP_ROLE, app_password, "mesa")
+        else:
+            migrated = upgrade(settings.migration_database_url or settings.database_url)
+        env["MESA_DATABASE_URL"] = services_url
+        settings = msgspec.structs.replace(settings, database_url=services_url)
+        supervisor.settings = settings
+        _say(
+            f"migrations applied: {', '.join(migrated)}; services connect as {mask_url(services_url)}"
+        )
         for child in children:
             supervisor.start_child(child)
         deadline = time.monotonic() + _HEALTH_TIMEOUT_S
@@ -292,7 +330,7 @@ def main(argv: list[str]) -> int:
                 return 1
         if not supervisor.stopping.is_set():
             urls = {c.name: f"http://{settings.host}:{c.port}" for c in children}
-            state = {"pid": os.getpid(), "urls": urls, "database_url": settings.database_url}
+            state = {"pid": os.getpid(), "urls": urls, "database_url": mask_url(services_url)}
             (settings.var_dir / "up.json").write_text(json.dumps(state, indent=2))
             for c in children:
                 internal = f" (internal calls: {c.socket})" if c.socket is not None else ""
@@ -301,8 +339,6 @@ def main(argv: list[str]) -> int:
             if args.demo:
                 import asyncio
 
-                import msgspec
-
                 from services.common.demo import create_demo_players
 
                 asyncio.run(
@@ -310,7 +346,7 @@ def main(argv: list[str]) -> int:
                 )
             _say("ready; Ctrl-C stops everything")
             supervisor.watch()
-    except EmbeddedPostgresError as exc:
+    except (EmbeddedPostgresError, SecretFileError) as exc:
         _say(str(exc))
         supervisor.stop_all()
         return 3

@@ -281,8 +281,9 @@ async def _run_probed(
 
 
 def main() -> dict[str, Any]:
-    from services.common.embedded_pg import EmbeddedPostgres, free_port
+    from launcher.embedded_pg import EmbeddedPostgres
     from services.common.migrate import upgrade
+    from services.common.ports import free_port
 
     url = os.environ.get("BENCH_DATABASE_URL")
     server = None

@@ -27,8 +27,8 @@ import msgspec
 from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
 from services.common.auth import header_value
 from services.common.config import Settings
-from services.common.embedded_pg import free_port
 from services.common.http import InternalClient
+from services.common.ports import free_port
 
 SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "3"))
 CONCURRENCY = tuple(int(c) for c in os.environ.get("BENCH_HTTP_CONCURRENCY", "8,32").split(","))

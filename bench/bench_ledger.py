@@ -27,15 +27,16 @@ import httpx
 import msgspec
 
 from bench.common import busy_since, cpu_jiffies, percentile, wait_healthy, write_result
+from launcher.embedded_pg import EmbeddedPostgres, bin_dir
+from launcher.reaper import Reaper
 from ledger import chain
 from ledger.batch import GroupCommit
 from ledger.ops import Ledger, Seat
 from services.common.auth import header_value
 from services.common.config import Settings, unix_socket_url
-from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port, free_ports
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
-from services.common.reaper import Reaper
+from services.common.ports import free_port, free_ports
 from services.ledger.contract import REPLICA_FILL
 
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))

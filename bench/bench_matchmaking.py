@@ -44,10 +44,11 @@ from litestar import Litestar, get, post
 from litestar.params import JSONBody
 
 from bench.common import SERVICE_HTTP_PROTOCOL, percentile, wait_healthy, write_result
+from launcher.embedded_pg import EmbeddedPostgres
 from services.common.config import load_settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.common.migrate import upgrade
+from services.common.ports import free_port, free_ports
 from services.engine.contract import CreateMatch, MatchCreated
 from services.ledger.contract import EntryResult, HoldRequest
 from services.matchmaking.contract import JoinResult, QuickJoin, Tier

@@ -56,7 +56,7 @@ from bench.sim import (
     wait_settled,
 )
 from services.common.db import asyncpg_dsn
-from services.common.embedded_pg import free_port
+from services.common.ports import free_port
 from services.engine.store import lock_held_sql
 
 DEFAULT_VICTIMS = ("engine", "matchmaking", "ledger", "gateway", "postgres")

@@ -48,8 +48,8 @@ import psutil
 from bench import wsclient
 from bench.wsclient import WebSocket, WsError
 from services.common.config import Settings, load_settings
-from services.common.embedded_pg import free_port, free_ports, port_is_free
 from services.common.http1 import Http1Pool, TransportError, request_target
+from services.common.ports import free_port, free_ports, port_is_free
 
 READY_LINE = "ready; Ctrl-C stops everything"
 KIND = "apuesta-1v1"

@@ -12,7 +12,7 @@ import os
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("services.common.up", "run the whole platform on loopback (embedded PostgreSQL)"),
+    "up": ("launcher.up", "run the whole platform on loopback (embedded PostgreSQL)"),
     "migrate": ("services.common.migrate", "apply every service's database migrations"),
     "serve": ("services.common.serve", "run one service process (used by `mesa up`)"),
     "rules": ("services.engine.rules.cli", "list variants, replay a hand"),

@@ -19,8 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from launcher.embedded_pg import EmbeddedPostgres
 from services.common.config import Settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
+from services.common.ports import free_port, free_ports
 from services.common.serve import PORT_VARIABLES
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import uvicorn
 
-from services.common.embedded_pg import free_port
+from services.common.ports import free_port
 from services.common.serve import ServerWithSocket
 
 START_POLLS = 500  # of 10 ms: uvicorn offers a flag, not an event, for "listening"

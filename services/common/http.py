@@ -31,7 +31,6 @@ from services.common.http1 import (
     request_target,
 )
 from services.common.logging import REQUEST_ID_HEADER, current_request_id, new_request_id
-from services.ledger.contract import REPLICA_FILL
 
 T = TypeVar("T")
 
@@ -73,7 +72,10 @@ class _ErrorBody(msgspec.Struct):
 # How a caller spreads its requests over a service's replicas, when the service has a rule of
 # its own (`InternalClient.of`): ledger replicas are filled one after the other, so that each
 # group commit keeps its batches. Any other service: the engine's rule, by match (`_routed`).
-FILL_FIRST = {"ledger": REPLICA_FILL}
+# With several ledger replicas a caller fills one up to this many requests in flight before it
+# sends to the next: half the ledger's group-commit batch, the point at which one replica starts
+# a second call (ledger/batch.py, `open_slot_at`), so each replica keeps its batches whole.
+FILL_FIRST = {"ledger": 16}
 
 
 class InternalClient:

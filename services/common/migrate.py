@@ -7,7 +7,12 @@ each other's tables.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
+import re
+import secrets
 import sys
+from base64 import b64encode
 from pathlib import Path
 
 import asyncpg
@@ -15,7 +20,32 @@ from alembic import command
 from alembic.config import Config
 
 from services.common.db import APP_ROLE, asyncpg_dsn
-from services.common.embedded_pg import password_sql
+
+_SCRAM_ITERATIONS = 4096
+
+
+def scram_verifier(password: str, iterations: int = _SCRAM_ITERATIONS) -> str:
+    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677 format
+    `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>`). Sent instead of the password, so the
+    plain password never reaches the server or its log (as psql's \\password does)."""
+    salt = secrets.token_bytes(16)
+    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
+    return (
+        f"SCRAM-SHA-256${iterations}:{b64encode(salt).decode()}"
+        f"${b64encode(stored_key).decode()}:{b64encode(server_key).decode()}"
+    )
+
+
+def password_sql(role: str, password: str, *, login: bool = True) -> str:
+    """ALTER ROLE setting `password` (as its verifier: only base64 characters, safe inline)."""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", role):
+        raise ValueError(f"unexpected role name {role!r}")
+    verifier = scram_verifier(password)
+    return f"ALTER ROLE {role} WITH {'LOGIN ' if login else ''}PASSWORD '{verifier}'"
+
 
 ROOT = Path(__file__).resolve().parents[2]
 # component -> (schema, folder holding env.py and versions/)

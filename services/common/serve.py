@@ -23,8 +23,8 @@ from uvicorn.protocols.http.httptools_impl import (
 from services.common.app import DirectDispatch, DirectRoute, direct_dispatch_of
 from services.common.config import SERVICES, ConfigError, Settings, load_settings
 from services.common.direct import MAX_REQUEST_BODY_BYTES
-from services.common.embedded_pg import port_is_free
 from services.common.logging import configure_logging, get_logger
+from services.common.ports import port_is_free
 
 APP_FACTORIES = {
     "ledger": "services.ledger.app:create_app",

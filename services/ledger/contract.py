@@ -33,12 +33,12 @@ from typing import Annotated
 import msgspec
 
 from ledger.models import EntryResult, Payout, PostingOut
+from services.common.http import FILL_FIRST
 
 # With several ledger replicas (`mesa up --ledgers N`, MESA_LEDGER_URL comma-separated), a
-# caller fills one replica up to this many requests in flight before it sends to the next
-# (`services.common.http.InternalClient.of`): half the group commit's largest batch, the
-# point at which one replica starts a second call (ledger/batch.py, `open_slot_at`).
-REPLICA_FILL = 16
+# caller fills one replica up to this many requests in flight before it sends to the next;
+# the client's routing rule owns the number (`services.common.http.FILL_FIRST`).
+REPLICA_FILL = FILL_FIRST["ledger"]
 
 __all__ = [
     "REPLICA_FILL",

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from launcher.demo import DEMO_PASSWORD, DEMO_PLAYERS, create_demo_players
 from services.common.config import load_settings
-from services.common.demo import DEMO_PASSWORD, DEMO_PLAYERS, create_demo_players
 from tests.conftest import platform_port_env
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]

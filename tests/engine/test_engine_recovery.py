@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from services.common.db import asyncpg_dsn
-from services.common.embedded_pg import free_port
+from services.common.ports import free_port
 from services.engine import records as L
 from services.engine import rules as R
 from services.engine import runtime as RT

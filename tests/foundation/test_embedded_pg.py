@@ -24,14 +24,8 @@ import asyncpg
 import psutil
 import pytest
 
-from services.common.embedded_pg import (
-    PG_OS_USER,
-    EmbeddedPostgres,
-    EmbeddedPostgresError,
-    free_port,
-    free_ports,
-    install_dir,
-)
+from launcher.embedded_pg import PG_OS_USER, EmbeddedPostgres, EmbeddedPostgresError, install_dir
+from services.common.ports import free_port, free_ports
 from services.common.secret_file import SecretFileError, ensure_secret, read_secret
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +137,7 @@ _FIRST_START = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from services.common.embedded_pg import EmbeddedPostgres
+    from launcher.embedded_pg import EmbeddedPostgres
     folder, port, user = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     sys.stdin.readline()  # the starting gun: both processes wait for it
     server = EmbeddedPostgres(folder / "var" / "pg", port, os_user=user)
@@ -197,7 +191,7 @@ def test_two_first_starts_at_once_both_succeed():
 _CREATE_USER = textwrap.dedent(
     """
     import sys
-    from services.common.embedded_pg import ensure_os_user
+    from launcher.embedded_pg import ensure_os_user
     sys.stdin.readline()
     print(ensure_os_user(sys.argv[1]).pw_uid, flush=True)
     """
@@ -261,7 +255,8 @@ _OWNER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from services.common.embedded_pg import EmbeddedPostgres, free_port
+    from launcher.embedded_pg import EmbeddedPostgres
+    from services.common.ports import free_port
     server = EmbeddedPostgres(Path(sys.argv[1]) / "pg", free_port())
     server.start()
     print(server.process.pid, flush=True)

@@ -19,9 +19,9 @@ from litestar.response import Stream
 from structlog.contextvars import bind_contextvars, unbind_contextvars
 
 from services.common.app import create_service_app
-from services.common.embedded_pg import free_port
 from services.common.errors import ServiceError, conflict
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
+from services.common.ports import free_port
 from tests.conftest import make_settings
 from tests.uvicorn_server import UvicornServer
 

@@ -53,7 +53,7 @@ async def test_health_reports_service_version_and_database(database_url, interna
 
 
 async def test_health_is_503_when_database_is_unreachable(internal_secret):
-    from services.common.embedded_pg import free_port
+    from services.common.ports import free_port
 
     unreachable = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
     app, _ = _app(unreachable, internal_secret)

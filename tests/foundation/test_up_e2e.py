@@ -274,8 +274,8 @@ def test_bad_configuration_fails_naming_the_variable(tmp_path):
 
 
 def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
+    from launcher.up import build_children, internal_url
     from services.common.config import load_settings
-    from services.common.up import build_children, internal_url
 
     deep = tmp_path / ("d" * 90)
     settings = load_settings({"MESA_VAR_DIR": str(deep)})
@@ -294,8 +294,8 @@ def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
 
 
 def test_ledger_replicas_get_their_own_ports_and_sockets(tmp_path):
+    from launcher.up import REPLICA_PORT_STRIDE, build_children
     from services.common.config import load_settings
-    from services.common.up import REPLICA_PORT_STRIDE, build_children
 
     settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
     children = build_children(settings, engines=1, gateways=1, ledgers=2)

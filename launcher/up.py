@@ -4,7 +4,7 @@ Stops everything (PostgreSQL included) on Ctrl-C or SIGTERM. A service process t
 started again after a short pause, so killing one (as the crash test does) loses nothing
 but the requests it had in flight. Only one `mesa up` runs per var/ folder.
 
-Each child runs in its own process group, registered with a watchdog (services.common.reaper)
+Each child runs in its own process group, registered with a watchdog (launcher.reaper)
 that stops the groups if this process dies without doing so (kill -9): portable POSIX, where
 Linux alone has a parent-death signal.
 
@@ -30,6 +30,13 @@ from typing import IO, Any
 import httpx
 import msgspec
 
+from launcher.embedded_pg import (
+    EmbeddedPostgres,
+    EmbeddedPostgresError,
+    describe_process,
+    port_in_use_message,
+)
+from launcher.reaper import Reaper
 from services.common.config import (
     PG_APP_PASSWORD_FILE,
     ConfigError,
@@ -40,15 +47,8 @@ from services.common.config import (
     unix_socket_url,
 )
 from services.common.db import APP_ROLE
-from services.common.embedded_pg import (
-    EmbeddedPostgres,
-    EmbeddedPostgresError,
-    describe_process,
-    port_in_use_message,
-    port_is_free,
-)
 from services.common.migrate import upgrade
-from services.common.reaper import Reaper
+from services.common.ports import port_is_free
 from services.common.secret_file import SecretFileError, ensure_secret
 from services.common.serve import PORT_VARIABLES, SOCKET_VARIABLES
 
@@ -339,7 +339,7 @@ def main(argv: list[str]) -> int:
             if args.demo:
                 import asyncio
 
-                from services.common.demo import create_demo_players
+                from launcher.demo import create_demo_players
 
                 asyncio.run(
                     create_demo_players(msgspec.structs.replace(settings, internal_secret=secret))

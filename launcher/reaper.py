@@ -34,7 +34,7 @@ class Reaper:
         read_end, write_end = os.pipe()
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "services.common.reaper"],
+                [sys.executable, "-m", "launcher.reaper"],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 # Its own session: a Ctrl-C in the terminal is ours to handle, not its.

@@ -22,7 +22,6 @@ import contextlib
 import fcntl
 import grp
 import hashlib
-import hmac
 import importlib.metadata
 import importlib.util
 import os
@@ -31,18 +30,18 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import tempfile
 import time
-from base64 import b64encode
 from pathlib import Path
 
 import psutil
 
+from launcher.reaper import Reaper
 from services.common.config import PG_SUPERUSER_PASSWORD_FILE as SUPERUSER_PASSWORD_FILE
-from services.common.reaper import Reaper
+from services.common.migrate import password_sql
+from services.common.ports import port_is_free
 from services.common.secret_file import ensure_secret, write_secret_file
 
 PG_OS_USER = "mesa-pg"
@@ -50,7 +49,6 @@ SUPERUSER = "postgres"
 _START_TIMEOUT_S = 60
 _STOP_TIMEOUT_S = 30
 _USERADD_ATTEMPTS = 20
-_SCRAM_ITERATIONS = 4096
 # What the server's own user runs; initdb finds postgres next to itself.
 _SERVER_BINARIES = ("initdb", "postgres")
 _HBA = """# Written by Mesa: password (SCRAM-SHA-256) authentication for every connection.
@@ -80,29 +78,6 @@ def install_dir() -> Path:
 
 def bin_dir() -> Path:
     return install_dir() / "bin"
-
-
-def scram_verifier(password: str, iterations: int = _SCRAM_ITERATIONS) -> str:
-    """The SCRAM-SHA-256 verifier PostgreSQL stores for `password` (RFC 5802/7677 format
-    `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>`). Sent instead of the password, so the
-    plain password never reaches the server or its log (as psql's \\password does)."""
-    salt = secrets.token_bytes(16)
-    salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-    client_key = hmac.new(salted, b"Client Key", "sha256").digest()
-    stored_key = hashlib.sha256(client_key).digest()
-    server_key = hmac.new(salted, b"Server Key", "sha256").digest()
-    return (
-        f"SCRAM-SHA-256${iterations}:{b64encode(salt).decode()}"
-        f"${b64encode(stored_key).decode()}:{b64encode(server_key).decode()}"
-    )
-
-
-def password_sql(role: str, password: str, *, login: bool = True) -> str:
-    """ALTER ROLE setting `password` (as its verifier: only base64 characters, safe inline)."""
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", role):
-        raise EmbeddedPostgresError(f"unexpected role name {role!r}")
-    verifier = scram_verifier(password)
-    return f"ALTER ROLE {role} WITH {'LOGIN ' if login else ''}PASSWORD '{verifier}'"
 
 
 def ensure_os_user(name: str) -> pwd.struct_passwd:
@@ -186,34 +161,6 @@ def port_holder(host: str, port: int) -> str | None:
 def port_in_use_message(host: str, port: int, what: str) -> str:
     holder = port_holder(host, port)
     return f"port {port} for {what} is already in use" + (f" by {holder}" if holder else "")
-
-
-def port_is_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    return free_ports(1, host)[0]
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """`count` distinct free ports. (Calls of `free_port` one after another can return the
-    same port twice, as each socket is closed before the next is bound: every socket here
-    stays bound until all have their port.)"""
-    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in socks:
-            sock.bind((host, 0))
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _private_folder(name: str) -> Path:

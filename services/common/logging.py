@@ -268,6 +268,13 @@ def configure_logging(service: str, log_format: str = "console", level: str = "i
         )
     )
     logging.basicConfig(level=max(level_no, logging.WARNING), handlers=[handler], force=True)
+    # A library that set up handlers of its own (uvicorn's default log config gives its loggers
+    # their own handlers and stops propagation) would write past the redaction: every logger
+    # hands its records to the root's one handler instead.
+    for logger in logging.Logger.manager.loggerDict.values():
+        if isinstance(logger, logging.Logger):
+            logger.handlers.clear()
+            logger.propagate = True
 
 
 def get_logger(**initial: Any) -> Any:

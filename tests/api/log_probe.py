@@ -144,7 +144,7 @@ async def fail_a_match_actor(p: Any, client: Any, database_url: str) -> dict[str
                 "SELECT record FROM engine.match_log WHERE match_id = $1", match_id
             )
             rows = [json.loads(r["record"]) for r in records]
-            rows = [r for r in rows if r.get("k") == "open"]
+            rows = [r for r in rows if r.get("t") == "open"]
             if rows:
                 break
             await asyncio.sleep(0.05)
@@ -162,7 +162,7 @@ async def fail_a_match_actor(p: Any, client: Any, database_url: str) -> dict[str
             pass
     finally:
         await conn.close()
-    seeds = [str(row["seed"]) for row in rows]
+    seeds = [str(row["server_seed"]) for row in rows]
     found = {f"server seed {n} (hex)": seed for n, seed in enumerate(seeds)}
     for n, seed in enumerate(seeds):
         found[f"server seed {n} (bytes)"] = repr(bytes.fromhex(seed))[2:34]

@@ -219,3 +219,20 @@ def test_a_secret_cut_by_a_bound_is_still_redacted(capture):
     assert text.count("long_failure") == len(messages)
     for n in range(0, len(secret) - 8):
         assert secret[n : n + 8] not in text
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+def test_library_handlers_cannot_bypass_the_redaction(capture, log_format):
+    """uvicorn's default log config gives its loggers their own handlers and no propagation;
+    once the service's logging is configured, their lines still pass the redaction."""
+    import logging.config
+
+    import uvicorn.config
+
+    logging.config.dictConfig(uvicorn.config.LOGGING_CONFIG)
+    out = capture(log_format, "debug")
+    s = Secrets()
+    logging.getLogger("uvicorn.error").warning("header Authorization: Bearer %s", s.bearer)
+    text = out.getvalue()
+    assert "header Authorization" in text
+    _assert_clean(text, s)

@@ -37,6 +37,10 @@ from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
 from services.ledger.contract import REPLICA_FILL
 
+# The ledger accepts holds from matchmaking and settlements from the engine only: the bench
+# calls as the service whose step it drives.
+BENCH_CALLER = {"hold": "matchmaking", "settle": "engine"}
+
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
 CONCURRENCY = (8, 32)
@@ -268,7 +272,7 @@ async def _http_run(
     counter: list[int],
     client: str,
 ) -> dict[str, Any]:
-    auth = header_value(secret, "bench", ttl_s=600)
+    auth = header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600)
     latencies: list[float] = []
     errors: list[str] = []
     encode = msgspec.json.encode
@@ -283,7 +287,7 @@ async def _http_run(
                     internal_secret=secret,
                     ledger_url=",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
                 ),
-                "bench",
+                BENCH_CALLER[kind],
                 timeout_s=30,
             )
             if client == "internal"
@@ -423,7 +427,7 @@ def loadgen(
         args += ["--unix", path]
     args += [
         "--fill", str(REPLICA_FILL), "--kind", kind, "--clients", str(clients),
-        "--seconds", str(seconds), "--auth", header_value(secret, "bench", ttl_s=600),
+        "--seconds", str(seconds), "--auth", header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600),
     ]  # fmt: skip
     if kind == "settle":
         args += ["--first-match", str(counter[0] + 1), "--last-match", str(MATCHES)]

@@ -1,8 +1,10 @@
 """One factory for every service's ASGI app: health, request ids, auth, errors, database.
 
 Internal services check the service credential on every route but `/health` and `/metrics`:
-a call without a valid one is refused with 401. The public gateway passes `public=True` and
-brings its own authentication.
+a call without a valid one is refused with 401; a valid one minted for another service, or
+naming a caller the route does not declare (`services.common.auth.callers_opt`,
+`DirectRoute.callers`), with 403, and so is any call of a route that declares no callers. The
+public gateway passes `public=True` and brings its own authentication.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from litestar.types import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from services.common.auth import AUTH_HEADER, AuthError, VerifiedTokens
+from services.common.auth import (
+    AUTH_HEADER,
+    AuthError,
+    Forbidden,
+    VerifiedTokens,
+    check_audience,
+    check_caller,
+    declared_callers,
+)
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
 from services.common.direct import (
@@ -152,12 +162,19 @@ class RequestGuard:
                 auth = value.decode("latin-1")
         return clean_request_id(raw), auth
 
-    def caller(self, path: str, auth: str | None) -> str | None:
-        """The calling service, or None where no credential is asked for; AuthError when the
-        credential is refused."""
+    def caller(
+        self, path: str, auth: str | None, allowed: frozenset[str] | None, route: str
+    ) -> str | None:
+        """The calling service, or None where no credential is asked for. AuthError (401) when
+        the credential is missing, malformed, forged or expired; Forbidden (403) when it was
+        minted for another service or names a caller not in the route's `allowed` (None: the
+        route declares no callers, and nobody may call it)."""
         if self.public or path in _UNGUARDED_PATHS:
             return None
-        return _VERIFIED.caller(self.secret, auth)
+        token = _VERIFIED.token(self.secret, auth)
+        check_audience(token, self.service)
+        check_caller(token.caller, allowed, route)
+        return token.caller
 
     def answered(self, method: str, path: str, status: int, started: float) -> None:
         """Logged before the response leaves, so a client that has its answer can rely on the
@@ -209,10 +226,19 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                 await send(message)
 
             try:
+                handler = scope.get("route_handler")
                 try:
-                    caller = guard.caller(scope.get("path", ""), auth)
+                    caller = guard.caller(
+                        scope.get("path", ""),
+                        auth,
+                        declared_callers(getattr(handler, "opt", None)),
+                        str(scope.get("path_template") or scope.get("path", "")),
+                    )
                 except AuthError as exc:
-                    await _refuse(scope, send_with_id, str(exc))
+                    await _refuse(scope, send_with_id, 401, str(exc))
+                    return
+                except Forbidden as exc:
+                    await _refuse(scope, send_with_id, 403, str(exc))
                     return
                 if caller is not None:
                     state["caller"] = caller
@@ -234,17 +260,20 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     return middleware_for
 
 
-async def _refuse(scope: Scope, send: Send, detail: str) -> None:
-    """401 with the same body as every other refusal ({"error", "detail"})."""
+async def _refuse(scope: Scope, send: Send, status: int, detail: str) -> None:
+    """401 or 403 with the same body as every other refusal ({"error", "detail"})."""
     if scope["type"] == "websocket":
         close: WebSocketCloseEvent = {
             "type": "websocket.close",
             "code": 1008,
-            "reason": "unauthorized",
+            "reason": "unauthorized" if status == 401 else "forbidden",
         }
         await send(close)
         return
-    await send_json(send, 401, error_json("unauthorized", detail))
+    await send_json(send, status, error_json(_REFUSALS[status], detail))
+
+
+_REFUSALS = {401: "unauthorized", 403: "forbidden"}
 
 
 def make_health_handler(service: str) -> Any:
@@ -295,6 +324,8 @@ class DirectRoute(msgspec.Struct, frozen=True):
     path: re.Pattern[str]
     path_template: str
     app: JsonPost
+    # The callers the route accepts (`services.common.auth.frozen_callers`); None: nobody.
+    callers: frozenset[str] | None = None
 
 
 class DirectDispatch:
@@ -338,9 +369,11 @@ class DirectDispatch:
         status = 500
         try:
             try:
-                guard.caller(path, auth)
+                guard.caller(path, auth, route.callers, route.path_template)
             except AuthError as exc:
                 status, out = 401, error_json("unauthorized", str(exc))
+            except Forbidden as exc:
+                status, out = 403, error_json("forbidden", str(exc))
             else:
                 status, out = await route.app.answer(self.app.state, params, method, body)
             guard.answered(method, path, status, started)

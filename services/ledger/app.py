@@ -28,6 +28,14 @@ from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
 from services.common.app import DirectRoute, create_service_app
+from services.common.auth import (
+    CASHIER,
+    ENGINE,
+    GATEWAY,
+    MATCHMAKING,
+    callers_opt,
+    frozen_callers,
+)
 from services.common.config import Settings
 from services.common.direct import JsonPost
 from services.common.errors import ServiceError
@@ -173,25 +181,32 @@ async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -
     return await _post(state, "void", args)
 
 
-def _direct(path: str, kind: type[Any], handler: Any) -> DirectRoute:
+def _direct(path: str, kind: type[Any], handler: Any, *callers: str) -> DirectRoute:
     # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
     decoder = msgspec.json.Decoder(kind)
-    return DirectRoute(re.compile(re.escape(path)), path, JsonPost(decoder, handler))
+    return DirectRoute(
+        re.compile(re.escape(path)), path, JsonPost(decoder, handler), frozen_callers(callers)
+    )
 
 
+# Who may move money which way: the cashier's movements come from the gateway's finance
+# screens and the cashier tools; a table's money from the service that runs that step.
 DIRECT_ROUTES = (
-    _direct("/v1/deposits", DepositRequest, _deposit),
-    _direct("/v1/withdrawals", WithdrawRequest, _withdraw),
-    _direct("/v1/reversals", ReversalRequest, _reverse),
-    _direct("/v1/holds", HoldRequest, _hold),
-    _direct("/v1/holds/release", ReleaseRequest, _release),
-    _direct("/v1/matches/start", StartMatchRequest, _start_match),
-    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match),
-    _direct("/v1/matches/void", VoidMatchRequest, _void_match),
+    _direct("/v1/deposits", DepositRequest, _deposit, GATEWAY, CASHIER),
+    _direct("/v1/withdrawals", WithdrawRequest, _withdraw, GATEWAY, CASHIER),
+    _direct("/v1/reversals", ReversalRequest, _reverse, GATEWAY, CASHIER),
+    _direct("/v1/holds", HoldRequest, _hold, MATCHMAKING),
+    _direct("/v1/holds/release", ReleaseRequest, _release, MATCHMAKING),
+    _direct("/v1/matches/start", StartMatchRequest, _start_match, MATCHMAKING),
+    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match, ENGINE),
+    _direct("/v1/matches/void", VoidMatchRequest, _void_match, ENGINE, MATCHMAKING),
 )
+# Reads: the gateway's player and finance screens (and the cashier tools, a wallet).
+WALLET_READERS = callers_opt(GATEWAY, CASHIER)
+REPORT_READERS = callers_opt(GATEWAY)
 
 
-@get("/v1/wallets/{player:str}")
+@get("/v1/wallets/{player:str}", opt=WALLET_READERS)
 async def wallet(player: FromPath[str], state: State) -> WalletBalance:
     found = await _ledger(state).wallet_balance(player)
     if found is None:
@@ -236,7 +251,7 @@ def _rows(rows: list[dict[str, Any]], fmt: str) -> Response[Any]:
     return _json(reports.to_json(rows))
 
 
-@get("/v1/reports/trial-balance")
+@get("/v1/reports/trial-balance", opt=REPORT_READERS)
 async def trial_balance_report(
     state: State, at: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
@@ -248,7 +263,7 @@ async def trial_balance_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/pots")
+@get("/v1/reports/pots", opt=REPORT_READERS)
 async def pots_report(
     state: State, status: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
@@ -259,7 +274,7 @@ async def pots_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/commission")
+@get("/v1/reports/commission", opt=REPORT_READERS)
 async def commission_report(
     state: State,
     by: FromQuery[str] = "day,tier,variant",
@@ -277,7 +292,7 @@ async def commission_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/statements/{player:str}")
+@get("/v1/reports/statements/{player:str}", opt=REPORT_READERS)
 async def statement_report(
     player: FromPath[str],
     state: State,
@@ -296,7 +311,7 @@ async def statement_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/balance")
+@get("/v1/reports/balance", opt=REPORT_READERS)
 async def balance_report(
     state: State, account: FromQuery[str], at: FromQuery[str]
 ) -> Response[Any]:
@@ -310,7 +325,7 @@ async def balance_report(
     return _json(reports.to_json({"account": account, "at": when, "balance": balance}))
 
 
-@get("/v1/reports/journal")
+@get("/v1/reports/journal", opt=REPORT_READERS)
 async def journal_report(
     state: State,
     since: FromQuery[str | None] = None,
@@ -322,14 +337,14 @@ async def journal_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/reconcile")
+@get("/v1/reports/reconcile", opt=REPORT_READERS)
 async def reconcile_report(state: State, date: FromQuery[str | None] = None) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.reconcile(conn, _parse_date("date", date))
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/chain")
+@get("/v1/reports/chain", opt=REPORT_READERS)
 async def chain_report(state: State) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         await chain.seal(conn)

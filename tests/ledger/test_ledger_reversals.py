@@ -16,10 +16,10 @@ from litestar.testing import AsyncTestClient
 from ledger import cashier_cli, chain, cli, reports
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Winner
-from services.common.auth import header_value
 from services.ledger.app import create_app
 from services.ledger.contract import EntryResult
 from tests.conftest import make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 
 async def test_reverse_a_deposit_and_a_withdrawal(ledger: Ledger) -> None:
@@ -204,7 +204,8 @@ async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestCli
     settings = make_settings(url, internal_secret)
     app = create_app(settings, pool_size=4, seal_in_background=False)
     async with AsyncTestClient(app) as c:
-        c.headers["Authorization"] = header_value(internal_secret, "gateway")
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
         yield c
 
 

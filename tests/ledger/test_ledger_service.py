@@ -12,11 +12,11 @@ from ledger_helpers import key, superuser
 from litestar.testing import AsyncTestClient
 
 from ledger.ops import Ledger
-from services.common.auth import header_value
 from services.common.metrics import REGISTRY
 from services.ledger.app import count_open_holds, create_app, reconcile_today
 from services.ledger.contract import EntryResult, WalletBalance
 from tests.conftest import make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 
 @pytest.fixture
@@ -24,7 +24,8 @@ async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestCli
     settings = make_settings(url, internal_secret)
     app = create_app(settings, pool_size=4, seal_in_background=False)
     async with AsyncTestClient(app) as c:
-        c.headers["Authorization"] = header_value(internal_secret, "matchmaking")
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
         yield c
 
 

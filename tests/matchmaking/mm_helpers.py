@@ -184,10 +184,18 @@ async def stack(
     # Lifespans run in this event loop so the pools and the ASGI transports share it.
     async with ledger_app.lifespan(), app.lifespan():
         mm = InternalClient(
-            "http://mm", settings, "gateway", transport=httpx.ASGITransport(app=app)
+            "http://mm",
+            settings,
+            "gateway",
+            audience="matchmaking",
+            transport=httpx.ASGITransport(app=app),
         )
         ledger = InternalClient(
-            "http://ledger", settings, "cashier", transport=httpx.ASGITransport(app=ledger_app)
+            "http://ledger",
+            settings,
+            "cashier",
+            audience="ledger",
+            transport=httpx.ASGITransport(app=ledger_app),
         )
         try:
             yield Stack(mm, ledger, app, clock, engine, flaky, database_url)

@@ -176,6 +176,10 @@ async def _setup(url: str) -> None:
         await conn.execute("GRANT USAGE ON SCHEMA bench TO mesa_app")
         await conn.execute("GRANT USAGE, SELECT, UPDATE ON SEQUENCE bench.next_match TO mesa_app")
         await conn.execute(
+            "SELECT ledger.open_wallet('bp' || n, 'USD') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
+        await conn.execute(
             "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'bp' || n, 1000000000000, 'USD', "
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,

@@ -109,6 +109,10 @@ async def _fund(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
+            "SELECT ledger.open_wallet('mp' || n, 'USD') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
+        await conn.execute(
             "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'mp' || n, 100000000, 'USD', "
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,

@@ -14,12 +14,12 @@ import datetime as dt
 import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from litestar import Litestar, MediaType, Response, get
+from litestar import Litestar, MediaType, Response, get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -48,8 +48,12 @@ from services.common.metrics import (
     child,
 )
 from services.ledger.contract import (
+    MAX_JOURNAL_PAGE,
+    MAX_STATEMENT_PAGE,
+    AccountOpened,
     DepositRequest,
     HoldRequest,
+    OpenAccount,
     ReleaseRequest,
     ReversalRequest,
     SettleMatchRequest,
@@ -206,6 +210,24 @@ WALLET_READERS = callers_opt(GATEWAY, CASHIER)
 REPORT_READERS = callers_opt(GATEWAY)
 
 
+@post("/v1/accounts", status_code=200, opt=callers_opt(GATEWAY, CASHIER))
+async def open_account(state: State, data: JSONBody[OpenAccount]) -> AccountOpened:
+    """Open a player's wallet (the gateway, when a player registers); idempotent."""
+    try:
+        opened = await _ledger(state).open_wallet(data.player, data.currency)
+    except LedgerError as exc:
+        if exc.status >= 500:
+            log.error("ledger_error", code=exc.code, detail=exc.detail, operation="open_wallet")
+            raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
+        raise ServiceError(exc.status, exc.code, exc.detail) from None
+    return AccountOpened(
+        player=opened.player,
+        account=opened.account,
+        currency=opened.currency,
+        opened=opened.opened,
+    )
+
+
 @get("/v1/wallets/{player:str}", opt=WALLET_READERS)
 async def wallet(player: FromPath[str], state: State) -> WalletBalance:
     found = await _ledger(state).wallet_balance(player)
@@ -298,11 +320,19 @@ async def statement_report(
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_STATEMENT_PAGE)] = MAX_STATEMENT_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of the wallet's lines after version `after` (`next`: the page after)."""
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.statement(
-            conn, player, _parse_time("since", since), _parse_time("until", until)
+            conn,
+            player,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=after,
+            limit=limit,
         )
     if report is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
@@ -325,16 +355,44 @@ async def balance_report(
     return _json(reports.to_json({"account": account, "at": when, "balance": balance}))
 
 
+def _journal_cursor(raw: str | None) -> tuple[int, int]:
+    if raw is None or raw == "":
+        return (0, 0)
+    entry, _, leg = raw.partition(":")
+    if not (entry.isdigit() and leg.isdigit() and len(entry) <= 18 and len(leg) <= 4):
+        raise ServiceError(400, "invalid_cursor", "after is ENTRY:LEG (a page's next)")
+    return int(entry), int(leg)
+
+
 @get("/v1/reports/journal", opt=REPORT_READERS)
 async def journal_report(
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: FromQuery[str | None] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_JOURNAL_PAGE)] = MAX_JOURNAL_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of postings after `after` (ENTRY:LEG), as {rows, next} or as CSV rows."""
+    cursor = _journal_cursor(after)
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.journal(conn, _parse_time("since", since), _parse_time("until", until))
-    return _rows(rows, format)
+        rows = await reports.journal(
+            conn,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=cursor,
+            limit=limit + 1,
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if format == "csv":
+        return Response(reports.to_csv(rows, list(reports.JOURNAL_COLUMNS)), media_type="text/csv")
+    if format != "json":
+        raise ServiceError(400, "invalid_format", "format must be json or csv")
+    last = rows[-1] if rows else None
+    page = {"rows": rows, "next": f"{last['entry_id']}:{last['leg']}" if more and last else None}
+    # compact: a page is read by a program (the gateway's export), not by a person
+    return Response(msgspec.json.encode(page), media_type=MediaType.JSON)
 
 
 @get("/v1/reports/reconcile", opt=REPORT_READERS)
@@ -463,6 +521,7 @@ def create_app(
         "ledger",
         settings,
         [
+            open_account,
             wallet,
             trial_balance_report,
             pots_report,

@@ -75,7 +75,7 @@ def test_money_routes_accept_only_the_service_that_runs_that_step(internal_secre
     assert ledger["/v1/matches/start"] == {"matchmaking"}
     assert ledger["/v1/matches/settle"] == {"engine"}
     assert ledger["/v1/matches/void"] == {"engine", "matchmaking"}
-    for cashier in ("/v1/deposits", "/v1/withdrawals", "/v1/reversals"):
+    for cashier in ("/v1/deposits", "/v1/withdrawals", "/v1/reversals", "/v1/accounts"):
         assert ledger[cashier] == {"gateway", "cashier"}
 
 

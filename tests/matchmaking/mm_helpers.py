@@ -16,7 +16,13 @@ from litestar.params import FromPath, JSONBody
 from services.common.http import InternalClient, RemoteError
 from services.engine.contract import CreateMatch, MatchCreated, PublicMatchState
 from services.ledger.app import create_app as create_ledger_app
-from services.ledger.contract import DepositRequest, EntryResult, WalletBalance
+from services.ledger.contract import (
+    AccountOpened,
+    DepositRequest,
+    EntryResult,
+    OpenAccount,
+    WalletBalance,
+)
 from services.matchmaking import contract as c
 from services.matchmaking.app import create_app
 from services.matchmaking.config import MatchmakingConfig
@@ -109,6 +115,7 @@ class Stack:
         return self.app.state.matchmaker
 
     async def deposit(self, player: str, cents: int) -> None:
+        await self.ledger.post("/v1/accounts", OpenAccount(player=player), AccountOpened)
         await self.ledger.post(
             "/v1/deposits",
             DepositRequest(

@@ -95,9 +95,11 @@ async def list_transcripts(
     state: State,
     match_id: FromQuery[str | None] = None,
     player: FromQuery[str | None] = None,
+    after: Annotated[int | None, Parameter(ge=0, le=2**40)] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_TRANSCRIPTS_PAGE)] = 50,
 ) -> TranscriptList:
-    """Finished hands (a result record follows the commitment), newest first."""
+    """Finished hands (a result record follows the commitment), newest first; a page at a
+    time: those below leaf index `after` (`next` of the previous page)."""
     if match_id is not None and MATCH_ID_RE.match(match_id) is None:
         raise ServiceError(400, "invalid_request", "bad match id")
     if player is not None and PLAYER_RE.match(player) is None:
@@ -117,18 +119,22 @@ async def list_transcripts(
                     "           = :match)"
                     "   AND (CAST(:seats AS text) IS NULL"
                     "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST(:seats AS jsonb))"
+                    "   AND (CAST(:after AS bigint) IS NULL OR c.idx < :after)"
                     " ORDER BY c.idx DESC LIMIT :limit"
                 ),
                 {
                     "prefix": None if match_id is None else match_id.replace("%", "") + "/%",
                     "match": match_id,
                     "seats": seats_filter,
-                    "limit": limit,
+                    "after": after,
+                    "limit": limit + 1,
                 },
             )
         ).all()
+    page = rows[:limit]
     return TranscriptList(
-        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in rows]
+        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in page],
+        next=int(page[-1].idx) if len(rows) > limit else None,
     )
 
 
@@ -325,6 +331,7 @@ async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     return LeafList(
         tree_size=size,
         leaves=[LeafOut(index=i, type=t, leaf_data=d.hex()) for i, t, d in rows],
+        next=end if end < size else None,
     )
 
 

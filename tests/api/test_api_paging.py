@@ -146,3 +146,27 @@ async def test_the_journal_export_streams_over_a_megabyte_matching_the_ledger(se
         ["" if r[c] is None else str(r[c]) for c in reports.JOURNAL_COLUMNS] for r in expected
     ]
     assert chunks > 1
+
+
+async def test_registration_opens_the_wallet_the_ledger_then_takes_money_for(served, paging_db):
+    """A player's wallet is opened when they register (no deposit opens one any more): the
+    ledger has it, empty, before any money moved."""
+    client = httpx.AsyncClient(base_url=served, timeout=60)
+    try:
+        response = await client.post(
+            "/api/auth/register",
+            json={"username": "nuevo", "password": "a long enough secret 1"},
+        )
+        assert response.status_code == 201, response.text
+        wallet = await client.get("/api/me/wallet")
+        assert wallet.json() == {"player": "nuevo", "currency": "USD", "balance": 0}
+    finally:
+        await client.aclose()
+    conn = await asyncpg.connect(plain_dsn(paging_db))
+    try:
+        row = await conn.fetchrow(
+            "SELECT kind, balance, version FROM ledger.accounts WHERE code = 'wallet:nuevo'"
+        )
+    finally:
+        await conn.close()
+    assert row is not None and dict(row) == {"kind": "wallet", "balance": 0, "version": 0}

@@ -205,3 +205,28 @@ async def test_connection_close_is_honoured_and_requests_are_counted(
     writer.close()
     assert counted("2xx") == ok_before + 1
     assert counted("4xx") == refused_before + 1
+
+
+async def test_the_protocol_honours_a_direct_route_s_callers(
+    served: UvicornServer, internal_secret: bytes
+) -> None:
+    """Answered in the HTTP protocol, ahead of Litestar, a direct route refuses what the
+    ASGI path refuses: another caller or another audience 403, a forged token 401."""
+    from services.common.auth import SCHEME, mint_token
+
+    cases = [
+        (header_value(internal_secret, "matchmaking", "ledger"), 200, None),
+        (header_value(internal_secret, "gateway", "ledger"), 403, "forbidden"),
+        (header_value(internal_secret, "matchmaking", "engine"), 403, "forbidden"),
+        (f"{SCHEME} {mint_token(b'f' * 32, 'matchmaking', 'ledger')}", 401, "unauthorized"),
+    ]
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    try:
+        for auth, expected, code in cases:
+            writer.write(_request(auth, "/v1/things/p", b'{"amount_cents": 1}'))
+            status, _, body = await _answer(reader)
+            assert status == expected, body
+            if code is not None:
+                assert msgspec.json.decode(body)["error"] == code
+    finally:
+        writer.close()

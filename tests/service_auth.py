@@ -37,10 +37,10 @@ def engine_caller(method: str, path: str) -> str:
 
 
 def ledger_caller(method: str, path: str) -> str:
+    """Matchmaking holds, releases and starts; the engine settles and voids; the gateway
+    moves the cashier's money and reads."""
     if path in ("/v1/holds", "/v1/holds/release", "/v1/matches/start"):
         return "matchmaking"
-    if path == "/v1/matches/settle":
-        return "engine"
-    if path == "/v1/matches/void":
+    if path in ("/v1/matches/settle", "/v1/matches/void"):
         return "engine"
     return "gateway"

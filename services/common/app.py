@@ -199,9 +199,11 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
 
     The credential is checked here on the raw headers rather than as a Litestar guard: a guard
     costs a copy of the route handler and a parsed header map per request, a few per cent of
-    an engine's CPU at thousands of internal calls a second. A call without a valid credential
-    is refused with 401 before its handler runs or its body is read (a direct route's body,
-    bounded by the limit, is read first: `DirectDispatch`)."""
+    an engine's CPU at thousands of internal calls a second. Litestar runs this middleware
+    after routing, so the route's handler (and its `opt`, which declares the callers) is in
+    the scope. A call without a valid credential is refused with 401, one with a credential
+    for another service or caller with 403, before its handler runs or its body is read (a
+    direct route's body, bounded by the limit, is read first: `DirectDispatch`)."""
 
     def middleware_for(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:

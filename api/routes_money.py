@@ -13,7 +13,7 @@ import io
 import secrets
 from collections.abc import AsyncIterator, Sequence
 from datetime import date
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 import msgspec
 from litestar import Request, Response, get, post
@@ -325,6 +325,14 @@ def _fields(kind: type[msgspec.Struct]) -> list[str]:
     return list(kind.__struct_fields__)
 
 
+def _too_long(report: str) -> NoReturn:
+    # Cut the download short (an incomplete body) rather than end a CSV that looks whole.
+    log.error("export_too_long", report=report, pages=MAX_EXPORT_PAGES)
+    raise ServiceError(
+        413, "export_too_long", f"the {report} export is over {MAX_EXPORT_PAGES} pages"
+    )
+
+
 async def _journal_csv(
     ledger: Any, params: dict[str, str], first: JournalPage
 ) -> AsyncIterator[str]:
@@ -343,7 +351,7 @@ async def _journal_csv(
                 params={**params, "after": page.next, "limit": MAX_JOURNAL_PAGE},
             ),
         )
-    log.error("export_truncated", report="journal", pages=MAX_EXPORT_PAGES)
+    _too_long("journal")
 
 
 async def _statement_csv(
@@ -356,7 +364,7 @@ async def _statement_csv(
         if page.next is None:
             return
         page = await _statement(state, player, since, until, page.next)
-    log.error("export_truncated", report="statement", pages=MAX_EXPORT_PAGES)
+    _too_long("statement")
 
 
 @get(

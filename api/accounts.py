@@ -1,7 +1,7 @@
 """Accounts, passwords and sessions of the public gateway (schema `gateway`).
 
-Passwords: scrypt (n=2**14, r=8, p=1, 32-byte output) with a 16-byte per-user salt, stored as
-`scrypt$n$r$p$salt_hex$hash_hex` and compared in constant time. Sessions and bearer tokens are
+Passwords: Argon2id, policy and hashing in `api.passwords` (older scrypt hashes still verify
+and are replaced by Argon2id at the next successful sign-in). Sessions and bearer tokens are
 random 32-byte values; only their SHA-256 is stored, so a database dump opens no session.
 A player's id is their user name (lowercase), which is also their id in the ledger.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import re
 import secrets
 from datetime import UTC, datetime, timedelta
@@ -20,19 +19,15 @@ import msgspec
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api import passwords
+
 Role = Literal["player", "auditor", "finance", "admin"]
 Status = Literal["active", "locked", "self_excluded"]
 ROLES: tuple[str, ...] = ("player", "auditor", "finance", "admin")
 
 USER_ID_RE = re.compile(r"^[a-z0-9_.-]{3,32}$")
-MIN_PASSWORD = 8
-MAX_PASSWORD = 200
-
-_SCRYPT_N = 2**14
-_SCRYPT_R = 8
-_SCRYPT_P = 1
-_SCRYPT_LEN = 32
-_SCRYPT_MAXMEM = 64 * 1024 * 1024
+MIN_PASSWORD = passwords.MIN_PASSWORD
+MAX_PASSWORD = passwords.MAX_PASSWORD
 
 COOKIE_SESSION_TTL = timedelta(hours=12)
 BEARER_TOKEN_TTL = timedelta(days=30)
@@ -70,52 +65,16 @@ class Session(msgspec.Struct, frozen=True):
     token_hash: bytes
 
 
-def _scrypt(password: str, salt: bytes, n: int, r: int, p: int) -> bytes:
-    return hashlib.scrypt(
-        password.encode("utf-8"),
-        salt=salt,
-        n=n,
-        r=r,
-        p=p,
-        dklen=_SCRYPT_LEN,
-        maxmem=_SCRYPT_MAXMEM,
-    )
-
-
-def hash_password(password: str) -> str:
-    salt = secrets.token_bytes(16)
-    digest = _scrypt(password, salt, _SCRYPT_N, _SCRYPT_R, _SCRYPT_P)
-    return f"scrypt${_SCRYPT_N}${_SCRYPT_R}${_SCRYPT_P}${salt.hex()}${digest.hex()}"
-
-
-# A fixed hash used when the user does not exist, so timing does not reveal which names exist.
-_DUMMY_HASH = hash_password(secrets.token_hex(16))
-
-
-def check_password(password: str, stored: str) -> bool:
-    parts = stored.split("$")
-    if len(parts) != 6 or parts[0] != "scrypt":
-        return False
-    try:
-        n, r, p = int(parts[1]), int(parts[2]), int(parts[3])
-        salt, expected = bytes.fromhex(parts[4]), bytes.fromhex(parts[5])
-    except ValueError:
-        return False
-    if n > 2**17 or r > 16 or p > 4:
-        return False
-    return hmac.compare_digest(_scrypt(password, salt, n, r, p), expected)
-
-
 async def check_password_async(password: str, stored: str) -> bool:
-    # scrypt costs ~50 ms of CPU: keep it off the event loop.
-    return await asyncio.to_thread(check_password, password, stored)
+    # Argon2id and scrypt cost tens of ms of CPU: keep them off the event loop.
+    return await asyncio.to_thread(passwords.check_password, password, stored)
 
 
-def validate_new_password(password: str) -> None:
-    if not MIN_PASSWORD <= len(password) <= MAX_PASSWORD:
-        raise AccountError(
-            "weak_password", f"password must have {MIN_PASSWORD} to {MAX_PASSWORD} characters"
-        )
+def validate_new_password(password: str, user_id: str) -> None:
+    try:
+        passwords.check_new_password(password, user_id)
+    except passwords.PasswordRefused as exc:
+        raise AccountError("weak_password", exc.detail) from None
 
 
 def token_hash(token: str) -> bytes:
@@ -140,8 +99,8 @@ async def create_user(
         raise AccountError("invalid_username", "user name: 3 to 32 of a-z 0-9 _ . -")
     if role not in ROLES:
         raise AccountError("invalid_role", f"role must be one of {', '.join(ROLES)}")
-    validate_new_password(password)
-    hashed = await asyncio.to_thread(hash_password, password)
+    validate_new_password(password, user_id)
+    hashed = await asyncio.to_thread(passwords.hash_password, password)
     async with db.begin() as conn:
         row = (
             await conn.execute(
@@ -198,11 +157,27 @@ async def authenticate(db: AsyncEngine, user_id: str, password: str) -> User | N
                 {"id": user_id.lower()},
             )
         ).first()
-    stored = row.password_hash if row is not None else _DUMMY_HASH
+    stored = row.password_hash if row is not None else passwords.DUMMY_HASH
     ok = await check_password_async(password, stored)
     if row is None or not ok:
         return None
+    if passwords.needs_rehash(stored):
+        await _upgrade_hash(db, row.id, stored, password)
     return _user(row)
+
+
+async def _upgrade_hash(db: AsyncEngine, user_id: str, stored: str, password: str) -> None:
+    """Store an Argon2id hash for a password just verified against an older hash; only if the
+    stored hash is still that one (a password change meanwhile wins)."""
+    hashed = await asyncio.to_thread(passwords.hash_password, password)
+    async with db.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE gateway.users SET password_hash = :new "
+                "WHERE id = :id AND password_hash = :old"
+            ),
+            {"id": user_id, "new": hashed, "old": stored},
+        )
 
 
 async def update_user(
@@ -225,9 +200,9 @@ async def update_user(
         params["status"] = status
         params["until"] = excluded_until
     if password is not None:
-        validate_new_password(password)
+        validate_new_password(password, user_id)
         sets.append("password_hash = :hash")
-        params["hash"] = await asyncio.to_thread(hash_password, password)
+        params["hash"] = await asyncio.to_thread(passwords.hash_password, password)
     async with db.begin() as conn:
         row = (
             await conn.execute(
@@ -301,6 +276,23 @@ async def resolve_session(db: AsyncEngine, token: str, kind: str) -> Session | N
     if user.status == "locked":
         return None
     return Session(user=user, kind=kind, csrf_token=row.csrf_token, token_hash=h)
+
+
+async def session_alive(db: AsyncEngine, h: bytes) -> bool:
+    """Whether the session with token hash `h` may still be used (not revoked, not expired,
+    its user not locked)."""
+    async with db.connect() as conn:
+        row = (
+            await conn.execute(
+                text(
+                    "SELECT 1 FROM gateway.sessions s JOIN gateway.users u ON u.id = s.user_id "
+                    "WHERE s.token_hash = :h AND s.revoked_at IS NULL AND s.expires_at > now() "
+                    "AND u.status <> 'locked'"
+                ),
+                {"h": h},
+            )
+        ).first()
+    return row is not None
 
 
 async def revoke_session(db: AsyncEngine, h: bytes) -> None:

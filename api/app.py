@@ -22,10 +22,24 @@ from litestar.openapi import OpenAPIConfig
 from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
-from api import routes_admin, routes_audit, routes_auth, routes_lobby, routes_money, routes_table
+from api import (
+    routes_admin,
+    routes_audit,
+    routes_auth,
+    routes_invitations,
+    routes_lobby,
+    routes_money,
+    routes_table,
+)
 from api.backends import Backends
 from api.feed import MatchFeed
-from api.security import SECURITY_HEADERS, RateLimiter, RequestLimits, SignInLimits
+from api.security import (
+    SECURITY_HEADERS,
+    RateLimiter,
+    RequestLimits,
+    SignInLimits,
+    parse_networks,
+)
 from services.common.app import create_service_app
 from services.common.config import VERSION, Settings
 
@@ -77,6 +91,7 @@ def create_app(
             *routes_auth.ROUTES,
             *routes_money.ROUTES,
             *routes_lobby.ROUTES,
+            *routes_invitations.ROUTES,
             *routes_table.ROUTES,
             *routes_audit.ROUTES,
             *routes_admin.ROUTES,
@@ -99,6 +114,7 @@ def create_app(
     )
     state: Any = app.state
     state.sign_in_limits = SignInLimits()
+    state.trusted_proxies = parse_networks(settings.trusted_proxies)
     state.chat_limits = RateLimiter(limit=1, window_s=1.5, max_keys=10_000)
     state.socket_counts = {}
     state.request_limits = RequestLimits()

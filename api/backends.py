@@ -25,8 +25,8 @@ T = TypeVar("T")
 log = get_logger()
 
 SERVICES = ("ledger", "engine", "matchmaking")
-# Table sockets no longer hold long-polls (they are woken by NOTIFY, api/feed.py), so engine
-# calls are short; the pool still leaves room for HTTP clients of `/api/matches/{id}/events`.
+# Table sockets hold no long-polls (they are woken by NOTIFY, api/feed.py), so engine calls are
+# short; the pool leaves room for HTTP clients long-polling `/api/matches/{id}/events`.
 ENGINE_CONNECTIONS = 1024
 # Client-safe codes passed through as they are; any other 4xx becomes a generic refusal.
 _PASS_STATUSES = {400, 403, 404, 409, 422, 429}

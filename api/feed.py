@@ -19,6 +19,9 @@ wakes nothing. Sockets also fetch when they hear nothing of their match for `wak
 (a lost notification, e.g. while PostgreSQL or Redis restarts or the relay changes, never
 stalls a table), and every socket is woken once after each (re)connect, and whenever a relay
 starts relaying.
+
+The feed also carries "session ended" notices (`gateway_sessions`): signing out, a lock or a
+self-exclusion closes that user's table sockets on every gateway (`announce_session_ended`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import redis.asyncio as aioredis
 from prometheus_client import Counter, Gauge, Histogram
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.common.db import app_server_settings, asyncpg_dsn
 from services.common.logging import get_logger
@@ -45,6 +50,9 @@ log = get_logger()
 
 ENGINE_CHANNEL = NOTIFY_CHANNEL
 CHAT_CHANNEL = "gateway_chat"
+# `u:USER` (every session of USER ended: locked, self-excluded) or `t:USER:TOKEN_HASH_HEX`
+# (one session signed out): every gateway closes the table sockets opened with it.
+SESSION_CHANNEL = "gateway_sessions"
 REDIS_CHANNEL = "mesa:table-feed"
 MAX_SUBSCRIPTIONS = 50_000  # open table sockets per gateway process
 MAX_PAYLOAD_CHARS = 200
@@ -226,12 +234,14 @@ class _PgListener:
         on_up: Callable[[], None],
         on_down: Callable[[], None],
         *,
+        on_session: Callable[[str], None] | None = None,
         lock: bool = False,
     ) -> None:
         self.dsn = dsn
         self.name = name
         self.on_engine = on_engine
         self.on_chat = on_chat
+        self.on_session = on_session
         self.on_up = on_up
         self.on_down = on_down
         self.lock = lock
@@ -241,6 +251,10 @@ class _PgListener:
 
     def _chat(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         self.on_chat(payload)
+
+    def _session(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if self.on_session is not None:
+            self.on_session(payload)
 
     async def run(self) -> None:
         backoff = BACKOFF_MIN_S
@@ -265,6 +279,7 @@ class _PgListener:
                 conn.add_termination_listener(lambda _c, ev=lost: ev.set())
                 await conn.add_listener(ENGINE_CHANNEL, self._engine)
                 await conn.add_listener(CHAT_CHANNEL, self._chat)
+                await conn.add_listener(SESSION_CHANNEL, self._session)
                 up = True
                 self.on_up()
                 backoff = BACKOFF_MIN_S
@@ -318,6 +333,7 @@ class RedisRelay:
             lambda p: self._heard("c", p),
             self._up,
             self._down,
+            on_session=lambda p: self._heard("s", p),
             lock=True,
         )
 
@@ -413,6 +429,22 @@ class RedisRelay:
                     await client.aclose()
 
 
+class SessionWatch:
+    """One table socket's session: `ended` is set when it is signed out, locked or
+    self-excluded (here or on any other gateway)."""
+
+    __slots__ = ("ended", "token_hash", "user_id")
+
+    def __init__(self, user_id: str, token_hash: bytes) -> None:
+        self.user_id = user_id
+        self.token_hash = token_hash
+        self.ended = asyncio.Event()
+
+
+def session_payload(user_id: str, token_hash: bytes | None = None) -> str:
+    return f"u:{user_id}" if token_hash is None else f"t:{user_id}:{token_hash.hex()}"
+
+
 class MatchFeed:
     """The per-process fan-out registry and its listener (PostgreSQL or Redis)."""
 
@@ -437,6 +469,8 @@ class MatchFeed:
         self.relay = RedisRelay(self.dsn, redis_url) if redis_url else None
         self._topics: dict[str, set[Subscription]] = {}
         self._count = 0
+        self._watches: dict[str, set[SessionWatch]] = {}
+        self._watch_count = 0
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- the registry ---------------------------------------------------------------------
@@ -468,6 +502,65 @@ class MatchFeed:
         FEED_SUBSCRIPTIONS.dec()
         if not subs:
             del self._topics[sub.match_id]
+
+    def watch_session(self, user_id: str, token_hash: bytes) -> SessionWatch | None:
+        """Register a table socket's session (None when the process holds too many)."""
+        if self._watch_count >= self.max_subscriptions:
+            return None
+        watch = SessionWatch(user_id, token_hash)
+        self._watches.setdefault(user_id, set()).add(watch)
+        self._watch_count += 1
+        return watch
+
+    def unwatch_session(self, watch: SessionWatch) -> None:
+        watches = self._watches.get(watch.user_id)
+        if watches is None or watch not in watches:
+            return
+        watches.discard(watch)
+        self._watch_count -= 1
+        if not watches:
+            del self._watches[watch.user_id]
+
+    def end_sessions(self, user_id: str, token_hash: bytes | None = None) -> int:
+        """End the watches of `user_id` (of that one session if `token_hash`); how many."""
+        ended = 0
+        for watch in self._watches.get(user_id, ()):
+            if token_hash is None or watch.token_hash == token_hash:
+                watch.ended.set()
+                ended += 1
+        return ended
+
+    def deliver_session(self, payload: str) -> None:
+        self._heard("session")
+        if len(payload) > MAX_PAYLOAD_CHARS:
+            return
+        kind, _, rest = payload.partition(":")
+        if kind == "u" and rest:
+            self.end_sessions(rest)
+        elif kind == "t":
+            user_id, _, hex_hash = rest.rpartition(":")
+            try:
+                token_hash = bytes.fromhex(hex_hash)
+            except ValueError:
+                return
+            if user_id:
+                self.end_sessions(user_id, token_hash)
+
+    async def announce_session_ended(
+        self, db: AsyncEngine, user_id: str, token_hash: bytes | None = None
+    ) -> None:
+        """Close the table sockets of a session (or of every session of `user_id`) on this
+        gateway now, and on every gateway through the feed. Call after the revocation has
+        committed: a socket's periodic check also finds it then, if the notice is lost."""
+        self.end_sessions(user_id, token_hash)
+        try:
+            async with db.begin() as conn:
+                await conn.execute(
+                    text("SELECT pg_notify(:channel, :payload)"),
+                    {"channel": SESSION_CHANNEL, "payload": session_payload(user_id, token_hash)},
+                )
+        except Exception as exc:
+            log.warning("session_notice_failed", error=type(exc).__name__)
 
     def wake_all(self) -> None:
         for subs in self._topics.values():
@@ -518,6 +611,8 @@ class MatchFeed:
                 self.deliver_engine(line[2:])
             elif line.startswith("c "):
                 self.deliver_chat(line[2:])
+            elif line.startswith("s "):
+                self.deliver_session(line[2:])
 
     # --- the listener ---------------------------------------------------------------------
 
@@ -548,6 +643,7 @@ class MatchFeed:
                 self.deliver_chat,
                 self._up,
                 self._down,
+                on_session=self.deliver_session,
             )
             self._tasks.append(asyncio.create_task(listener.run(), name="match-feed-listener"))
         else:

@@ -9,6 +9,7 @@ from litestar import Request, get, patch, post
 from litestar.params import FromPath, JSONBody, Parameter
 
 from api import accounts
+from api.feed import MatchFeed
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_auth import Me, me_of
 from api.routes_money import open_wallet_at_sign_up
@@ -21,7 +22,7 @@ RoleName = Literal["player", "auditor", "finance", "admin"]
 
 class CreateUser(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     username: Username
-    password: Annotated[str, msgspec.Meta(min_length=8, max_length=200)]
+    password: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
     role: RoleName
     display_name: Annotated[str, msgspec.Meta(max_length=40, pattern=r"^[^\x00-\x1f<>&\"']*$")] = ""
 
@@ -73,6 +74,9 @@ async def update_user(
         )
     except accounts.AccountError as exc:
         raise ServiceError(404, exc.code, exc.detail) from None
+    if data.status == "locked":
+        feed: MatchFeed = request.app.state.feed
+        await feed.announce_session_ended(request.app.state.db, user.id)
     return me_of(user)
 
 

@@ -12,6 +12,7 @@ from litestar.params import JSONBody
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import accounts
+from api.feed import MatchFeed
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_money import open_wallet_at_sign_up
 from api.security import (
@@ -20,6 +21,7 @@ from api.security import (
     SignInLimits,
     client_address,
     require,
+    sign_in_request_guard,
 )
 from services.common.config import Settings
 from services.common.errors import ServiceError
@@ -120,12 +122,27 @@ async def _signed_in(request: Request[Any, Any, Any], user: accounts.User) -> Re
     )
 
 
+def _feed(request: Request[Any, Any, Any]) -> MatchFeed:
+    feed: MatchFeed = request.app.state.feed
+    return feed
+
+
 def _limits(request: Request[Any, Any, Any]) -> SignInLimits:
     limits: SignInLimits = request.app.state.sign_in_limits
     return limits
 
 
-@post("/api/auth/register", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
+# Sign-in routes: same-origin JSON only (no login CSRF by a cross-site form post).
+SIGN_IN_GUARDS = [sign_in_request_guard]
+
+
+@post(
+    "/api/auth/register",
+    status_code=201,
+    tags=["auth"],
+    responses=WRITE_ERRORS,
+    guards=SIGN_IN_GUARDS,
+)
 async def register(
     request: Request[Any, Any, Any], data: JSONBody[RegisterRequest]
 ) -> Response[SignedIn]:
@@ -147,19 +164,22 @@ async def register(
 
 async def _authenticate(request: Request[Any, Any, Any], username: str, password: str) -> Any:
     name = username.lower()
+    address = client_address(request)
     limits = _limits(request)
-    limits.check(name, client_address(request))
+    limits.check(name, address)
     user = await accounts.authenticate(request.app.state.db, name, password)
     if user is None:
-        limits.failed(name)
+        limits.failed(name, address)
         raise ServiceError(401, "bad_credentials", "wrong user name or password")
     if user.status == "locked":
         raise ServiceError(403, "account_locked", "this account is locked")
-    limits.succeeded(name)
+    limits.succeeded(name, address)
     return user
 
 
-@post("/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
+@post(
+    "/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS, guards=SIGN_IN_GUARDS
+)
 async def login(
     request: Request[Any, Any, Any], data: JSONBody[LoginRequest]
 ) -> Response[SignedIn]:
@@ -168,7 +188,13 @@ async def login(
     return await _signed_in(request, user)
 
 
-@post("/api/auth/tokens", status_code=201, tags=["auth"], responses=WRITE_ERRORS)
+@post(
+    "/api/auth/tokens",
+    status_code=201,
+    tags=["auth"],
+    responses=WRITE_ERRORS,
+    guards=SIGN_IN_GUARDS,
+)
 async def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequest]) -> TokenOut:
     """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
     user = await _authenticate(request, data.username, data.password)
@@ -183,6 +209,9 @@ async def logout(request: Request[Any, Any, Any]) -> Response[Ok]:
     """End this session (or revoke this bearer token)."""
     session = await require(request)
     await accounts.revoke_session(request.app.state.db, session.token_hash)
+    await _feed(request).announce_session_ended(
+        request.app.state.db, session.user.id, session.token_hash
+    )
     return Response(
         Ok(),
         cookies=[
@@ -209,6 +238,8 @@ async def self_exclude(request: Request[Any, Any, Any], data: JSONBody[SelfExclu
     user = await accounts.update_user(
         request.app.state.db, session.user.id, status="self_excluded", excluded_until=until
     )
+    # Its table sockets close: a seat at a paid table must not outlive the exclusion.
+    await _feed(request).announce_session_ended(request.app.state.db, user.id)
     return me_of(user)
 
 

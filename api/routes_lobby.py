@@ -1,24 +1,29 @@
 """The lobby: kinds and tiers, open tables, quick join, private tables, partners, CPU tables.
 
-The player id sent to matchmaking is always the signed-in player's own; a locked or
-self-excluded player is refused before any paid seat is asked for.
+The player id sent to matchmaking is always the signed-in player's own. Naming a partner only
+sends him an invitation (api/routes_invitations.py): he is seated, and held his stake, once he
+accepts it in his own session. Every seat passes `api.eligibility.check_may_sit` first.
 """
 
 from __future__ import annotations
 
 import secrets
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
-from litestar import Request, get, post
+from litestar import Request, Response, get, post
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
-from api import accounts
-from api.accounts import Session
+from api import accounts, invitations
+from api.accounts import Session, User
 from api.backends import call, get_backends
+from api.eligibility import account_refusal, check_may_sit, stake_of
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.security import require, require_player_may_pay
+from api.security import require
 from services.common.errors import ServiceError
+from services.common.logging import get_logger
 from services.matchmaking.contract import (
     CreatePrivate,
     JoinByCode,
@@ -39,6 +44,8 @@ PlayerName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.-]{3,32}$")]
 InviteCode = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9]{4,16}$")]
 TableId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 IdemKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{8,64}$")]
+
+log = get_logger()
 
 
 class JoinRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -117,28 +124,97 @@ def _key(request_key: str | None) -> str:
     return f"gw-{request_key or secrets.token_hex(12)}"
 
 
-async def _check_partner(request: Request[Any, Any, Any], partner: str | None, me: str) -> None:
-    if partner is None:
-        return
-    if partner == me:
+class InvitationOut(msgspec.Struct, frozen=True):
+    """An invitation to sit as someone's partner, as its inviter or invitee sees it."""
+
+    invitation_id: int
+    inviter: str
+    invitee: str
+    op: str  # quick, private or code: the join it stands for
+    kind: str | None
+    tier: str | None
+    invite_code: str | None
+    status: str  # pending, accepted, declined, cancelled, expired or failed
+    failure: str | None
+    table_id: str | None
+    created_at: datetime
+    expires_at: datetime
+
+
+def invitation_out(inv: invitations.Invitation) -> InvitationOut:
+    return InvitationOut(
+        invitation_id=inv.id,
+        inviter=inv.inviter,
+        invitee=inv.invitee,
+        op=inv.op,
+        kind=inv.kind,
+        tier=inv.tier,
+        invite_code=inv.invite_code,
+        status="expired" if inv.expired else inv.status,
+        failure=inv.failure,
+        table_id=inv.table_id,
+        created_at=inv.created_at,
+        expires_at=inv.expires_at,
+    )
+
+
+# A join that names a partner answers 202 with the invitation (nothing seated yet).
+JOIN_RESPONSES: dict[int, ResponseSpec] = {
+    **WRITE_ERRORS,
+    202: ResponseSpec(
+        data_container=InvitationOut,
+        description="A partner was named: the invitation sent to him (nobody is seated yet)",
+        generate_examples=False,
+    ),
+}
+JoinAnswer = Response[TableOut | InvitationOut]
+
+
+async def may_sit(
+    request: Request[Any, Any, Any],
+    player_id: str,
+    acting: User,
+    kind: str | None,
+    tier: str | None,
+    invitation: invitations.Invitation | None = None,
+) -> User:
+    """`check_may_sit` with this app's database and services."""
+    backends = get_backends(request.app.state)
+    return await check_may_sit(
+        request.app.state.db, backends, player_id, acting, kind, tier, invitation=invitation
+    )
+
+
+async def _invite(
+    request: Request[Any, Any, Any],
+    session: Session,
+    partner: str,
+    new: invitations.NewInvitation,
+) -> JoinAnswer:
+    """Naming a partner: store an invitation he may accept in his own session."""
+    me = session.user
+    if partner == me.id:
         raise ServiceError(400, "partner_is_self", "your partner must be someone else")
-    user = await accounts.get_user(request.app.state.db, partner)
-    if user is None or user.role != "player":
+    other = await accounts.get_user(request.app.state.db, partner)
+    if other is None or other.role != "player":
         raise ServiceError(404, "no_such_player", "no player with that name")
-
-
-async def _paid_check(
-    request: Request[Any, Any, Any], session: Session, tier: str, partner: str | None
-) -> None:
-    if tier == "free":
-        return
-    # The session's user row is read by this request's own session lookup (never cached
-    # across requests): a lock or a self-exclusion counts from the moment it is set.
-    require_player_may_pay(session.user)
-    if partner is not None:
-        other = await accounts.get_user(request.app.state.db, partner)
-        if other is None or not other.may_play_paid():
-            raise ServiceError(403, "partner_unavailable", "your partner cannot sit at paid tables")
+    # The inviter's own seat is checked now and again on accept; the partner's only on accept,
+    # but an invitation he could not accept at all is refused at once.
+    await may_sit(request, me.id, me, new.kind, new.tier)
+    if new.kind is not None and new.tier is not None:
+        mm = get_backends(request.app.state).matchmaking
+        _stake, pairs = stake_of(
+            await call("matchmaking", mm.get("/v1/kinds", KindList)), new.kind, new.tier
+        )
+        if not pairs:
+            raise ServiceError(400, "partner_not_pairs", "partners sit only at pairs tables")
+    if account_refusal(other, new.tier) is not None:
+        raise ServiceError(403, "partner_unavailable", "your partner cannot sit at this table now")
+    ttl_s = request.app.state.settings.invitation_ttl_s
+    inv, replayed = await invitations.create(request.app.state.db, new, ttl_s)
+    if not replayed:
+        log.info("invitation_created", invitation_id=inv.id, inviter=me.id, invitee=partner)
+    return Response(invitation_out(inv), status_code=202)
 
 
 @get("/api/lobby/kinds", tags=["lobby"], responses=READ_ERRORS)
@@ -190,7 +266,7 @@ def msgspec_table_ok(table_id: str) -> bool:
     return re.fullmatch(r"[A-Za-z0-9_-]{1,64}", table_id) is not None
 
 
-async def _joined(request: Request[Any, Any, Any], path: str, body: Any, me: str) -> TableOut:
+async def joined(request: Request[Any, Any, Any], path: str, body: Any, me: str) -> TableOut:
     mm = get_backends(request.app.state).matchmaking
     result = await call("matchmaking", mm.post(path, body, JoinResult))
     return table_out(result.table, me)
@@ -200,65 +276,76 @@ async def _join_kind(
     request: Request[Any, Any, Any],
     data: JoinRequest,
     path: str,
+    op: invitations.Op,
     body_type: type[QuickJoin] | type[CreatePrivate],
-) -> TableOut:
+) -> JoinAnswer:
     """A join that names a kind and tier (quick join or a new private table)."""
     session = await require(request, "player")
-    await _check_partner(request, data.partner, session.user.id)
-    await _paid_check(request, session, data.tier, data.partner)
-    body = body_type(
-        idempotency_key=_key(data.idempotency_key),
-        player_id=session.user.id,
-        kind=data.kind,
-        tier=data.tier,
-        partner_id=data.partner,
-    )
-    return await _joined(request, path, body, session.user.id)
-
-
-@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def quick_join(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> TableOut:
-    """Sit at the fullest waiting table of that kind and tier (or a new one)."""
-    return await _join_kind(request, data, "/v1/join/quick", QuickJoin)
-
-
-@post("/api/lobby/private", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def create_private(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> TableOut:
-    """Open a private table; share its invite code."""
-    return await _join_kind(request, data, "/v1/tables/private", CreatePrivate)
-
-
-@post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def join_by_code(request: Request[Any, Any, Any], data: JSONBody[CodeRequest]) -> TableOut:
-    """Sit at a private table by its invite code."""
-    session = await require(request, "player")
-    await _check_partner(request, data.partner, session.user.id)
-    user = session.user  # read by this request's session lookup, so current
-    # The tier of a private table is only known to matchmaking: a locked or self-excluded
-    # player is refused every invite code (free play stays open through quick join and CPUs).
-    body = JoinByCode(
-        idempotency_key=_key(data.idempotency_key),
-        player_id=session.user.id,
-        invite_code=data.invite_code.upper(),
-        partner_id=data.partner,
-    )
-    if not user.may_play_paid():
-        raise ServiceError(
-            403,
-            "self_excluded" if user.status == "self_excluded" else "account_locked",
-            "you cannot sit at private tables while excluded",
+    me = session.user
+    if data.partner is not None:
+        new = invitations.NewInvitation(
+            inviter=me.id,
+            invitee=data.partner,
+            op=op,
+            kind=data.kind,
+            tier=data.tier,
+            idempotency_key=_key(data.idempotency_key),
         )
-    return await _joined(request, "/v1/join/code", body, session.user.id)
+        return await _invite(request, session, data.partner, new)
+    await may_sit(request, me.id, me, data.kind, data.tier)
+    body = body_type(
+        idempotency_key=_key(data.idempotency_key), player_id=me.id, kind=data.kind, tier=data.tier
+    )
+    return Response(await joined(request, path, body, me.id))
+
+
+@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+async def quick_join(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> JoinAnswer:
+    """Sit at the fullest waiting table of that kind and tier (or a new one).
+
+    With a `partner`: 202 and an invitation; both sit across once he accepts it."""
+    return await _join_kind(request, data, "/v1/join/quick", "quick", QuickJoin)
+
+
+@post("/api/lobby/private", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+async def create_private(
+    request: Request[Any, Any, Any], data: JSONBody[JoinRequest]
+) -> JoinAnswer:
+    """Open a private table; share its invite code.
+
+    With a `partner`: 202 and an invitation; the table opens once he accepts it."""
+    return await _join_kind(request, data, "/v1/tables/private", "private", CreatePrivate)
+
+
+@post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+async def join_by_code(request: Request[Any, Any, Any], data: JSONBody[CodeRequest]) -> JoinAnswer:
+    """Sit at a private table by its invite code.
+
+    With a `partner`: 202 and an invitation; both sit once he accepts it."""
+    session = await require(request, "player")
+    me = session.user
+    code = data.invite_code.upper()
+    key = _key(data.idempotency_key)
+    if data.partner is not None:
+        new = invitations.NewInvitation(
+            inviter=me.id, invitee=data.partner, op="code", invite_code=code, idempotency_key=key
+        )
+        return await _invite(request, session, data.partner, new)
+    # A private table's tier is known only to matchmaking: checked as a paid seat.
+    await may_sit(request, me.id, me, None, None)
+    body = JoinByCode(idempotency_key=key, player_id=me.id, invite_code=code)
+    return Response(await joined(request, "/v1/join/code", body, me.id))
 
 
 @post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
 async def play_vs_cpu(request: Request[Any, Any, Any], data: JSONBody[CpuRequest]) -> TableOut:
     """A free table against CPU players, started at once."""
     session = await require(request, "player")
+    await may_sit(request, session.user.id, session.user, data.kind, "free")
     body = PlayVsCpu(
         idempotency_key=_key(data.idempotency_key), player_id=session.user.id, kind=data.kind
     )
-    return await _joined(request, "/v1/tables/cpu", body, session.user.id)
+    return await joined(request, "/v1/tables/cpu", body, session.user.id)
 
 
 @post("/api/lobby/leave", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)

@@ -45,11 +45,13 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from api import accounts
 from api.backends import Backends, call, get_backends
-from api.feed import CHAT_CHANNEL, MatchFeed, Subscription
+from api.feed import CHAT_CHANNEL, MatchFeed, SessionWatch, Subscription
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import require, session_of
 from services.common.errors import ServiceError
+from services.common.json_limits import json_depth_exceeds, too_deep_error
 from services.common.logging import get_logger
 from services.engine.contract import (
     MAX_FEED_READS,
@@ -84,6 +86,10 @@ FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)  # "by number only" in `read_chat`
 MAX_BEHIND_RETRIES = 3
 BEHIND_RETRY_S = 0.05  # after the engine or the database failed, try again this much later
 ACTION_WAIT_S = 2.0  # a woken socket waits at most this long for an action's answer
+# A socket's session is ended by a notice through the feed (sign-out, lock, self-exclusion);
+# should a notice be lost, the socket also checks its session this often.
+SESSION_RECHECK_S = 30.0
+SESSION_ENDED_CLOSE_CODE = 4001
 
 PHRASES: tuple[str, ...] = (
     "hola",
@@ -668,6 +674,10 @@ class _Table:
                     self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
+        if json_depth_exceeds(raw):
+            deep = too_deep_error()
+            await self.send({"type": "error", "error": deep.code, "detail": deep.detail})
+            return
         try:
             frame = _frame_decoder.decode(raw)
         except msgspec.DecodeError as exc:
@@ -702,6 +712,19 @@ class _Table:
                 await self.socket.close(code=1008, reason="too many frames")
                 return
             await self.handle(raw)
+
+
+async def _session_ended(db: AsyncEngine, watch: SessionWatch) -> None:
+    """Return once the socket's session has ended (a notice, or found by the periodic check)."""
+    while True:
+        try:
+            async with asyncio.timeout(SESSION_RECHECK_S):
+                await watch.ended.wait()
+            return
+        except TimeoutError:
+            with contextlib.suppress(SQLAlchemyError, OSError):
+                if not await accounts.session_alive(db, watch.token_hash):
+                    return
 
 
 def _origin_ok(socket: WebSocket[Any, Any, Any]) -> bool:
@@ -779,6 +802,12 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
         if sub is None:
             await socket.close(code=1013, reason="try again later")
             return
+        watch = feed.watch_session(user, session.token_hash)
+        if watch is None:
+            feed.unsubscribe(sub)
+            await socket.close(code=1013, reason="try again later")
+            return
+        ended = False
         counts[user] = counts.get(user, 0) + 1
         reads: FeedBatcher = socket.app.state.feed_batcher
         table = _Table(
@@ -800,12 +829,15 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 table.seq = first.snapshot.seq
                 await table.send({"type": "snapshot", "seq": table.seq, "view": first.snapshot})
             reads.join(table)
+            session_task = asyncio.create_task(_session_ended(socket.app.state.db, watch))
             tasks = [
                 asyncio.create_task(table.pump_events()),
                 asyncio.create_task(table.pump_chat()),
                 asyncio.create_task(table.receive_loop()),
+                session_task,
             ]
             done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            ended = session_task in done and session_task.exception() is None
             for task in pending:
                 task.cancel()
             for task in pending:
@@ -818,13 +850,17 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
         finally:
             reads.leave(table)
             feed.unsubscribe(sub)
+            feed.unwatch_session(watch)
             counts[user] = counts.get(user, 1) - 1
             if counts[user] <= 0:
                 counts.pop(user, None)
     except WebSocketDisconnect:
         return
     with contextlib.suppress(Exception):
-        await socket.close()
+        if ended:
+            await socket.close(code=SESSION_ENDED_CLOSE_CODE, reason="session ended")
+        else:
+            await socket.close()
 
 
 ROUTES = [

@@ -4,7 +4,7 @@ A uvicorn server (uvloop, httptools; its own process) serves a tiny `/health`-li
 hold-like POST (msgspec Structs). N concurrent callers in this process (uvloop, as in
 production) loop on them for a few seconds through:
 
-- `httpx`: InternalClient on httpx, as it was before its own pool (a `transport=` given);
+- `httpx`: InternalClient on httpx (a `transport=` given), the library it would otherwise use;
 - `internal`: InternalClient on its keep-alive HTTP/1.1 pool (`services.common.http1`);
 - `raw`: the minimal one-connection-per-caller client of bench/bench_ledger.py, the floor.
 

@@ -59,7 +59,7 @@ CLIENTS = tuple(os.environ.get("BENCH_LEDGER_CLIENTS", "internal,raw,c,raw-tcp")
 # Ledger processes, as `mesa up --ledgers 2` runs them: one process runs at most one core of
 # Python, and this machine has two. Callers fill one replica before the next (REPLICA_FILL
 # requests in flight): at 8 clients every request goes to the first, as with one process; at 32
-# the second takes half (docs/ledger.md, twelfth round).
+# the second takes half (docs/decisions/0006-ledger-replicas-filled-in-turn.md).
 REPLICAS = int(os.environ.get("BENCH_LEDGER_REPLICAS", "2"))
 LOADGEN_SOURCE = Path(__file__).resolve().parent / "loadgen.c"
 TARGETS = {"holds_per_s": 3000, "settlements_per_s": 2000, "ratio": 0.60, "p99_ms_at_8": 5.0}

@@ -24,6 +24,9 @@ from bench.common import write_result
 from services.engine import rules as R
 
 SECONDS = 1.5
+# The rules core must stay at least this many times as fast as `dominoes` on the same job
+# (docs/rules.md, Performance): what decides whether a speed-up's extra code path is kept.
+GUARDRAIL_SPEEDUP = 2.0
 # CPU time of this (single-threaded) process: "on one core", and other processes on a shared
 # machine do not count against either side of the comparison.
 _clock = time.process_time
@@ -161,11 +164,17 @@ def main() -> dict[str, Any]:
     ours = _row(*mesa_run)
     theirs = _row(*dominoes_run)
     ratio = round(ours["hands_per_s"] / theirs["hands_per_s"], 2)
-    results["comparison_2v2_double_six"] = {"mesa": ours, "dominoes": theirs, "speedup": ratio}
+    results["comparison_2v2_double_six"] = {
+        "mesa": ours,
+        "dominoes": theirs,
+        "speedup": ratio,
+        "guardrail_met": ratio >= GUARDRAIL_SPEEDUP,
+    }
     print(
         f"2v2 double-six random games: mesa {ours['hands_per_s']} hands/s "
         f"({ours['us_per_play']} us/play), dominoes {theirs['hands_per_s']} hands/s "
-        f"({theirs['us_per_play']} us/play): mesa is {ratio}x"
+        f"({theirs['us_per_play']} us/play): mesa is {ratio}x "
+        f"(guardrail {GUARDRAIL_SPEEDUP}x: {'met' if ratio >= GUARDRAIL_SPEEDUP else 'NOT met'})"
     )
     profile = _profile(R.make_ruleset("dominicana", {"mode": "2v2"}))
     print("where the time goes (dominicana 2v2, cProfile, by own time):\n" + profile)

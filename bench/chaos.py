@@ -57,7 +57,7 @@ from bench.sim import (
 )
 from services.common.db import asyncpg_dsn
 from services.common.embedded_pg import free_port
-from services.engine.store import LOCK_NAMESPACE
+from services.engine.store import lock_held_sql
 
 DEFAULT_VICTIMS = ("engine", "matchmaking", "ledger", "gateway", "postgres")
 REDIS_READY = "Ready to accept connections"
@@ -139,14 +139,12 @@ def service_urls(platform: Platform) -> list[str]:
 
 
 # Every live match with the client port of the PostgreSQL session holding its engine lock
-# (NULL: no engine owns it right now). Two-key advisory locks show as classid/objid (oids).
-_OWNERS_SQL = """
+# (NULL: no engine owns it right now).
+_OWNERS_SQL = f"""
 SELECT m.match_id, a.client_port
 FROM engine.matches m
-LEFT JOIN pg_locks l ON l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+LEFT JOIN pg_locks l ON l.granted AND {lock_held_sql("l", "m.match_id")}
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND l.classid::bigint = $1
-  AND l.objid::bigint = (hashtext(m.match_id)::bigint + 4294967296) % 4294967296
 LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE NOT EXISTS (SELECT 1 FROM engine.match_closed c WHERE c.match_id = m.match_id)
 LIMIT 100000
@@ -155,7 +153,7 @@ TAKEOVER_POLL_S = 0.05
 
 
 async def match_owners(conn: Any) -> dict[str, int | None]:
-    rows = await conn.fetch(_OWNERS_SQL, LOCK_NAMESPACE)
+    rows = await conn.fetch(_OWNERS_SQL)
     return {r["match_id"]: r["client_port"] for r in rows}
 
 

@@ -3,7 +3,7 @@
     python -m bench.load [--tables 1000 --duration-s 30] [--engines N --gateways N]
     python -m bench.load --ramp 800,900,1000,1100 --duration-s 30
 
-The default is the target of issue #9: 1,000 tables at one action per second each, 30 s.
+The default is the target size: 1,000 tables at one action per second each, 30 s.
 
 Each table is two simulated players at a private $10 apuesta 1v1 table who play real matches
 at `--rate` actions per second per table (a new match as soon as one ends, while the

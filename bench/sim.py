@@ -326,11 +326,11 @@ async def setup_players(
     database_url: str, gateway_url: str, count: int, prefix: str, deposit: int = DEPOSIT_CENTS
 ) -> list[Player]:
     """`count` players with bearer tokens and `deposit` cents each; returns them."""
-    from api import accounts
+    from api import accounts, passwords
     from services.common.db import create_engine
 
-    # One scrypt hash for every load-test account (the cost is the sign-in's, not the test's).
-    hashed = accounts.hash_password(PASSWORD)
+    # One hash for every load-test account (the cost is the sign-in's, not the test's).
+    hashed = passwords.hash_password(PASSWORD)
     names = [f"{prefix}{i:05d}" for i in range(count)]
     finance_name = f"{prefix}fin"
     # Several finance tokens: the gateway limits requests per credential.
@@ -566,10 +566,10 @@ async def call(
 OVER = ("finished", "void")
 
 
-# The table frames, as far as the simulated players read them (docs/api.md). msgspec decodes
-# only these fields and skips the rest of each view (hands, chain, events' data, ...) without
-# building it: decoding every 2-5 KB frame into dicts, then freeing them, was the largest share
-# of the load generator's own Python time. Frozen, and out of the collector's reach (no cycles).
+# The table frames, as far as the simulated players read them (docs/reference/api.md). msgspec
+# decodes only these fields and skips the rest of each view (hands, chain, events' data, ...)
+# without building it: decoding every 2-5 KB frame into dicts, then freeing them, would be the
+# largest share of the load generator's own Python time. Frozen, and out of the collector's reach (no cycles).
 
 
 class Legal(msgspec.Struct, frozen=True, gc=False):
@@ -751,7 +751,7 @@ class Seat:
             self._resolve(msg)
             if msg.update is None:
                 return
-            # The acting socket's update rides on its ack (docs/api.md).
+            # The acting socket's update rides on its ack (docs/reference/api.md).
             view = msg.update.view
         elif kind == "snapshot" or kind == "update":
             view = msg.view

@@ -80,7 +80,7 @@ class ConnectionClosed(WsError):
 
 class _RandomPool:
     """Bytes from `os.urandom` drawn a page at a time: a getrandom syscall per frame (and one
-    per action reference) was a visible share of the load generator's CPU."""
+    per action reference) would be a visible share of the load generator's CPU."""
 
     __slots__ = ("_data", "_pos")
 

@@ -7,7 +7,7 @@ current value has then committed or rolled back), releases it, and then seals th
 entries in blocks, outside any lock that posters need: each seal (migration 0009) holds the
 ids and hashes of its entries, in id order, and the chain hash after its last entry.
 
-Format (``docs/ledger.md``):
+Format (``docs/explanation/ledger.md``, "Hash chain"):
 
     entry_hash = SHA-256(canonical(entry))
     chain_hash = SHA-256(previous chain_hash || entry_hash), starting from 32 zero bytes
@@ -37,10 +37,10 @@ GENESIS = bytes(32)
 SEALER_LOCK_KEY = CHAIN_LOCK_KEY + 1
 BATCH = 2000  # entries `verify` reads a statement
 # The sealer runs beside the posting path on the same cores, so it seals in small blocks, one
-# statement each (`ledger.seal_next`), with a pause after each. One second's worth of postings
-# used to be sealed in one burst (2,000-row reads, then 200 rows per statement, no pause):
-# quiet, 8 clients of holds, p99 6.9-7.3 ms with the sealer against 3.9-4.0 ms without it; in
-# small steps, 4.4-4.6 ms. The pauses bound a steady sealer to under 25,000 entries a second;
+# statement each (`ledger.seal_next`), with a pause after each: sealing a second's worth of
+# postings in one burst took a core from the posting path long enough to show in its p99
+# (docs/decisions/0005-ledger-chain-sealed-in-blocks.md). The pauses bound a steady sealer to
+# under 25,000 entries a second;
 # a backlog beyond PACE_BACKLOG_MAX (a restart, a bulk load) is sealed without them, in larger
 # blocks.
 CHUNK = 50
@@ -82,8 +82,8 @@ def link(previous: bytes, digest: bytes) -> bytes:
 
 # Each entry with what its canonical form needs, the postings already as their compact JSON
 # array (numbers and a [A-Z]{3} currency: the same bytes msgspec writes, see `row_canonical`),
-# so hashing an entry in Python is one encode and two SHA-256s (it was ~60 us per entry, on the
-# ledger service's event loop). The postings come from a subquery per entry, so a statement
+# so hashing an entry in Python is one encode and two SHA-256s (from text arrays it costs ~60 us
+# per entry, on the ledger service's event loop). The postings come from a subquery per entry, so a statement
 # reads only the entries it returns: as a join grouped by entry, the planner could merge-join
 # the whole postings index from its first row for a wide id range (106 ms for 50 entries on a
 # ledger of 780,000 postings; at that rate a backlog of 300,000 entries would take 10 minutes).

@@ -44,3 +44,12 @@ def ledger_caller(method: str, path: str) -> str:
     if path in ("/v1/matches/settle", "/v1/matches/void"):
         return "engine"
     return "gateway"
+
+
+def caller_for(service: str, method: str, path: str) -> str:
+    """The caller a `service`'s route is for (matchmaking's: the gateway)."""
+    if service == "engine":
+        return engine_caller(method, path)
+    if service == "ledger":
+        return ledger_caller(method, path)
+    return "gateway"

@@ -55,9 +55,11 @@ from services.common.direct import (
     send_json,
 )
 from services.common.errors import ServiceError
+from services.common.json_limits import check_json_depth
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
 from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
+from services.common.strict_json import strict_json_body
 
 log = get_logger()
 
@@ -66,6 +68,16 @@ class Health(msgspec.Struct, frozen=True):
     service: str
     version: str
     database: str
+
+
+class BoundedRequest(Request[Any, Any, Any]):
+    """Litestar's request, with the JSON body's nesting bounded before it is decoded: Litestar
+    decodes every JSON body to `Any` (then converts it to the handler's type), where deep
+    nesting is a RecursionError (services.common.json_limits)."""
+
+    async def json(self) -> Any:
+        check_json_depth(await self.body())
+        return await super().json()
 
 
 def error_response(status: int, code: str, detail: str) -> Response[Any]:
@@ -228,6 +240,11 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                 await send(message)
 
             try:
+                if "\x00" in scope.get("path", ""):
+                    # No route has one; a NUL reaching a file lookup (the page's static files)
+                    # is a ValueError there.
+                    await _refuse(scope, send_with_id, "no such path", 404)
+                    return
                 handler = scope.get("route_handler")
                 try:
                     caller = guard.caller(
@@ -237,10 +254,10 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                         str(scope.get("path_template") or scope.get("path", "")),
                     )
                 except AuthError as exc:
-                    await _refuse(scope, send_with_id, 401, str(exc))
+                    await _refuse(scope, send_with_id, str(exc))
                     return
                 except Forbidden as exc:
-                    await _refuse(scope, send_with_id, 403, str(exc))
+                    await _refuse(scope, send_with_id, str(exc), 403)
                     return
                 if caller is not None:
                     state["caller"] = caller
@@ -262,20 +279,18 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     return middleware_for
 
 
-async def _refuse(scope: Scope, send: Send, status: int, detail: str) -> None:
-    """401 or 403 with the same body as every other refusal ({"error", "detail"})."""
+_REFUSAL_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+
+
+async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> None:
+    """401 (or `status`) with the same body as every other refusal ({"error", "detail"}); a
+    WebSocket is closed with 1008 (policy violation)."""
+    code = _REFUSAL_CODES[status]
     if scope["type"] == "websocket":
-        close: WebSocketCloseEvent = {
-            "type": "websocket.close",
-            "code": 1008,
-            "reason": "unauthorized" if status == 401 else "forbidden",
-        }
+        close: WebSocketCloseEvent = {"type": "websocket.close", "code": 1008, "reason": code}
         await send(close)
         return
-    await send_json(send, status, error_json(_REFUSALS[status], detail))
-
-
-_REFUSALS = {401: "unauthorized", 403: "forbidden"}
+    await send_json(send, status, error_json(code, detail))
 
 
 def make_health_handler(service: str) -> Any:
@@ -483,6 +498,7 @@ def create_service_app(
     guard = RequestGuard(service, settings, public)
     middleware = service_middleware(guard)
     loop_health = LoopHealth()
+    litestar_kwargs.setdefault("before_request", strict_json_body)
     app = Litestar(
         route_handlers=[make_health_handler(service), metrics_handler, *route_handlers],
         state=State({"settings": settings, "service": service, "public": public}),
@@ -491,6 +507,7 @@ def create_service_app(
         on_startup=[open_db, *on_startup, freeze_heap, loop_health.start],
         on_shutdown=[loop_health.stop, *on_shutdown, close_db],
         request_max_body_size=MAX_REQUEST_BODY_BYTES,
+        request_class=BoundedRequest,
         logging_config=None,
         **litestar_kwargs,
     )

@@ -6,6 +6,7 @@ so a typo never silently falls back to a default on a real-money platform.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -49,6 +50,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     operator_key_file: Path | None = None
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
+    invitation_ttl_s: int = 60
+    trusted_proxies: tuple[str, ...] = ()
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -84,7 +87,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # HTTP over a Unix socket: `http+unix://` and the socket's absolute path, percent-encoded (the
 # convention of requests-unixsocket and HTTPie). Co-located services call each other this way:
 # a request over loopback TCP costs both ends more CPU in the kernel's TCP stack than the whole
-# HTTP exchange over a Unix socket (docs/ledger.md, eleventh round).
+# HTTP exchange over a Unix socket (docs/decisions/0007-unix-sockets-for-internal-calls.md).
 UNIX_SCHEME = "http+unix"
 # sockaddr_un's sun_path is 108 bytes on Linux, its terminating NUL included.
 MAX_SOCKET_PATH_BYTES = 107
@@ -186,10 +189,29 @@ def _positive_int(name: str, raw: str) -> int:
     return int(raw)
 
 
+def _invitation_ttl(name: str, raw: str) -> int:
+    value = _positive_int(name, raw)
+    if value > 86_400:
+        raise ConfigError(f"{name} must be at most 86400 (one day), got {raw!r}")
+    return value
+
+
 def _host(name: str, raw: str) -> str:
     if not re.match(r"^[A-Za-z0-9.:\-\[\]]+$", raw):
         raise ConfigError(f"{name} must be a host name or address, got {raw!r}")
     return raw
+
+
+def _networks(name: str, raw: str) -> tuple[str, ...]:
+    networks = []
+    for part in raw.split(","):
+        try:
+            networks.append(str(ipaddress.ip_network(part.strip(), strict=False)))
+        except ValueError:
+            raise ConfigError(
+                f"{name} must be comma-separated IP addresses or CIDR networks, got {part!r}"
+            ) from None
+    return tuple(networks)
 
 
 def _currency(name: str, raw: str) -> str:
@@ -198,7 +220,7 @@ def _currency(name: str, raw: str) -> str:
     return raw
 
 
-# variable -> (settings field, parser, description for the README table)
+# variable -> (settings field, parser, description for docs/reference/configuration.md)
 VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
     "MESA_HOST": ("host", _host, "address services listen on (loopback by default)"),
@@ -244,6 +266,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         _redis_url,
         "gateways: Redis for the cross-gateway table feed; unset = PostgreSQL LISTEN/NOTIFY",
     ),
+    "MESA_TRUSTED_PROXIES": (
+        "trusted_proxies",
+        _networks,
+        "gateway: proxies (IPs/CIDRs, comma-separated) whose X-Forwarded-For is believed; "
+        "unset = none",
+    ),
     "MESA_LOG_FORMAT": ("log_format", _choice("console", "json"), "console (readable) or json"),
     "MESA_LOG_LEVEL": ("log_level", _choice("debug", "info", "warning", "error"), "log level"),
     "MESA_INTERNAL_SECRET": ("internal_secret", _secret, "hex HMAC key for service tokens"),
@@ -255,13 +283,19 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         lambda n, r: Path(r),
         "JSON file: table kinds and tiers offered, reservation lifetimes, limits",
     ),
+    "MESA_INVITATION_TTL_S": (
+        "invitation_ttl_s",
+        _invitation_ttl,
+        "how long a partner invitation waits for an answer",
+    ),
     "MESA_OPERATOR_KEY_FILE": (
         "operator_key_file",
         lambda n, r: Path(r),
         "Ed25519 operator signing key file",
     ),
 }
-# Variables read elsewhere (documented in the README) that must not be rejected as unknown.
+# Variables read elsewhere (documented in docs/reference/configuration.md) that must not be
+# rejected as unknown.
 OTHER_VARIABLES = {
     "MESA_OPERATOR_KEY": "operator signing key as hex (instead of a file)",
     "MESA_TEST_DATABASE_URL": "tests: external PostgreSQL (superuser) instead of embedded",

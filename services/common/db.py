@@ -61,6 +61,9 @@ def create_engine(
         max_overflow=max_overflow,
         pool_timeout=DEFAULT_POOL_TIMEOUT_S,
         connect_args={"server_settings": settings, "timeout": 5},
+        # A statement's parameters stay out of its errors' text (which tracebacks and logs
+        # show): they carry CSRF tokens, token hashes, seeds.
+        hide_parameters=kwargs.pop("hide_parameters", True),
         **kwargs,
     )
     event.listen(engine.sync_engine.pool, "checkout", _ping_on_checkout)

@@ -1,11 +1,12 @@
 """Hot JSON routes answered ahead of Litestar's router (`DirectRoute`).
 
 One place for what every such route does the same way (`JsonPost.answer`): POST only (405
-otherwise), the body within the same size limit as every route (413), decoded by msgspec
-against the contract (400 invalid_request), a `ServiceError` answered as {"error", "detail"}
-with its status, anything else logged and answered as a 500 without internals. The handler gets
-the app's state, the path's named groups and the decoded body, and returns a msgspec Struct or
-JSON bytes it already has (the ledger passes its database's result document through).
+otherwise), the body within the same size limit as every route (413) and nesting depth
+(`services.common.json_limits`, 400), decoded by msgspec against the contract (400
+invalid_request), a `ServiceError` answered as {"error", "detail"} with its status, anything
+else logged and answered as a 500 without internals. The handler gets the app's state, the
+path's named groups and the decoded body, and returns a msgspec Struct or JSON bytes it
+already has (the ledger passes its database's result document through).
 
 `services.common.app.DirectDispatch` answers a `JsonPost` with the service's duties around it,
 two ways: ahead of Litestar's router as ASGI (Litestar's test client, any ASGI server), and in
@@ -23,6 +24,7 @@ from litestar.datastructures import State
 from litestar.types import Receive, Send
 
 from services.common.errors import ServiceError
+from services.common.json_limits import json_depth_exceeds, too_deep_error
 from services.common.logging import get_logger
 
 log = get_logger()
@@ -83,6 +85,8 @@ class JsonPost:
                 raise ServiceError(405, "method_not_allowed", "Method Not Allowed")
             if body is None:
                 return _TOO_LARGE
+            if json_depth_exceeds(body):
+                raise too_deep_error()
             try:
                 data = self.decoder.decode(body)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:

@@ -91,7 +91,7 @@ GC_PAUSE_SECONDS = Histogram(
 
 # Labelled children looked up on hot paths, by (metric, label values): `labels()` takes a lock
 # and builds its key on every call. Bounded: label values are route templates, methods, status
-# classes, operation names; beyond the bound, `labels()` as before.
+# classes, operation names; beyond the bound, plain `labels()`.
 _CHILDREN: dict[tuple[Any, tuple[str, ...]], Any] = {}
 _MAX_CHILDREN = 1024
 

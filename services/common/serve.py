@@ -309,13 +309,9 @@ def main(argv: list[str]) -> int:
     return run_app(app, args.service, settings.host, port, settings.socket_of(args.service))
 
 
-def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | None) -> int:
-    """Serve `app` as `mesa serve` does (also what the ledger benchmark runs) until stopped:
-    on host:port, and on the Unix socket at `socket_path` if one is given."""
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
+def uvicorn_options() -> dict[str, Any]:
+    """uvicorn's settings for every `mesa serve` process (tests serve apps with them too)."""
+    return dict(
         log_config=None,
         access_log=False,
         lifespan="on",
@@ -325,7 +321,16 @@ def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | No
         # both ends for every frame and mix hidden and chosen data in one compression context.
         ws_per_message_deflate=False,
         timeout_graceful_shutdown=5,
+        # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default; the gateway decides
+        # which proxies to believe (MESA_TRUSTED_PROXIES, api.security.client_address).
+        proxy_headers=False,
     )
+
+
+def run_app(app: Any, service: str, host: str, port: int, socket_path: Path | None) -> int:
+    """Serve `app` as `mesa serve` does (also what the ledger benchmark runs) until stopped:
+    on host:port, and on the Unix socket at `socket_path` if one is given."""
+    config = uvicorn.Config(app, host=host, port=port, **uvicorn_options())
     if socket_path is None:
         uvicorn.Server(config).run()
         return 0

@@ -5,8 +5,8 @@ nothing changes), persists the record, then `apply`s it. Restoring after a resta
 the same records in order and reaches the same state; every time comes from the records.
 Randomness enters only through `open` records (the server seed, drawn by the actor).
 
-Records (dicts, JSON in the log), `k` is the kind, `at` the server time in ms:
-create, open, commit, reveal, close_commit, close_reveal, act, claim, leave, void, settled.
+Records are the tagged union of services.engine.records (open, commit, reveal, close_commit,
+close_reveal, act, claim, leave, void, settled), each with `at_ms`, the server time.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from fairness.keys import OperatorKey
 from fairness.shuffle import cuban_draw, pares_o_nones
 from services.common.errors import ServiceError, bad_request, conflict
 from services.engine import bots
+from services.engine import records as L
 from services.engine import rules as R
 from services.engine.contract import (
     CreateMatch,
@@ -39,8 +40,6 @@ from services.engine.rules.tiles import tiles_of
 SEED_COMMIT_TIMEOUT_MS = 15_000
 SEED_REVEAL_TIMEOUT_MS = 15_000
 CHOOSE_TIMEOUT_MS = 20_000
-APUESTA_TURN_TIMEOUT_MS = 25_000
-DOMINICANA_CLAIM_AFTER_MS = 120_000
 ABANDON_AFTER_MS = 300_000  # a human on turn this long without a move: a bot takes the seat
 # Limits.
 MAX_SEATS = 4
@@ -90,7 +89,8 @@ class Round:
 class StoredEvent(msgspec.Struct, gc=False):
     """One feed event. Untracked by the garbage collector (`gc=False`: it never takes part in
     a reference cycle): a live match holds thousands of them, and every tracked object adds to
-    each full collection, a pause of the whole event loop (see docs/engine.md)."""
+    each full collection, a pause of the whole event loop
+    (docs/decisions/0011-garbage-collector-schedule.md)."""
 
     seq: int
     kind: str
@@ -159,6 +159,12 @@ class Match:
     def humans(self) -> list[int]:
         return [s.seat for s in self.seats if s.human]
 
+    @property
+    def claimable(self) -> bool:
+        """The other side may claim the match from a seat that sits on its turn too long
+        (a match played turn by turn never)."""
+        return self.rules.claim_after_ms > 0 and not self.spec.turn_by_turn
+
     def is_bot(self, seat: int) -> bool:
         s = self.seats[seat]
         return s.bot or s.left
@@ -224,10 +230,10 @@ class Match:
             humans = [s for s in seats if not self.is_bot(s)]
             if not humans:
                 return None
-            if self.rules.variant == "apuesta":
-                return Deadline("turn", self.since_ms + APUESTA_TURN_TIMEOUT_MS, humans)
-            if self.rules.variant == "dominicana" and not self.spec.turn_by_turn:
-                return Deadline("claim", self.since_ms + DOMINICANA_CLAIM_AFTER_MS, humans)
+            if self.rules.turn_timeout_ms:
+                return Deadline("turn", self.since_ms + self.rules.turn_timeout_ms, humans)
+            if self.claimable:
+                return Deadline("claim", self.since_ms + self.rules.claim_after_ms, humans)
             return Deadline("abandon", self.since_ms + ABANDON_AFTER_MS, humans)
         return None
 
@@ -240,7 +246,7 @@ class Match:
             return self.since_ms + ABANDON_AFTER_MS
         return d.at_ms
 
-    def due_step(self, now_ms: int) -> dict[str, Any] | None:
+    def due_step(self, now_ms: int) -> L.Record | None:
         """The record the engine must write now without any input (bots, timeouts), or None.
         A new deal needs randomness: the actor handles kind "deal" itself."""
         kind, seats = self.awaiting()
@@ -249,11 +255,11 @@ class Match:
         rnd = self.round
         if kind == "seed_commit" and rnd is not None:
             if now_ms >= rnd.commit_deadline_ms:
-                return {"k": "close_commit", "at": now_ms}
+                return L.CloseCommit(at_ms=now_ms)
             return None
         if kind == "seed_reveal" and rnd is not None:
             if rnd.reveal_deadline_ms is not None and now_ms >= rnd.reveal_deadline_ms:
-                return {"k": "close_reveal", "at": now_ms}
+                return L.CloseReveal(at_ms=now_ms)
             return None
         hand = self.hand
         if hand is None:
@@ -263,38 +269,20 @@ class Match:
                 legal = R.legal_actions(hand, s)
                 if legal:
                     action = bots.choose_action(R.view(hand, s), self.rules, legal)
-                    return {
-                        "k": "act",
-                        "seat": s,
-                        "a": action_json(action),
-                        "by": "bot",
-                        "at": now_ms,
-                    }
+                    return L.Act(at_ms=now_ms, seat=s, action=action, by="bot")
         if kind == "choose" and now_ms >= self.since_ms + CHOOSE_TIMEOUT_MS:
-            return {
-                "k": "act",
-                "seat": seats[0],
-                "a": {"t": "choose", "salgo": False},
-                "by": "timeout",
-                "at": now_ms,
-            }
+            # a silent seat counts as "Sal tú"
+            action = R.ChooseOpener(seats[0], False)
+            return L.Act(at_ms=now_ms, seat=seats[0], action=action, by="timeout")
         if kind == "turn":
             seat = seats[0]
-            if (
-                self.rules.variant == "apuesta"
-                and now_ms >= self.since_ms + APUESTA_TURN_TIMEOUT_MS
-            ):
+            timeout_ms = self.rules.turn_timeout_ms
+            if timeout_ms and now_ms >= self.since_ms + timeout_ms:
                 play = R.heaviest_playable(hand)
                 if play is not None:
-                    return {
-                        "k": "act",
-                        "seat": seat,
-                        "a": action_json(play),
-                        "by": "timeout",
-                        "at": now_ms,
-                    }
+                    return L.Act(at_ms=now_ms, seat=seat, action=play, by="timeout")
             if now_ms >= self.since_ms + ABANDON_AFTER_MS:
-                return {"k": "leave", "seat": seat, "why": "abandoned", "at": now_ms}
+                return L.Leave(at_ms=now_ms, seat=seat, why="abandoned")
         return None
 
     def needs_deal(self) -> str | None:
@@ -315,9 +303,10 @@ class Match:
     # ------------------------------------------------------------------ input checks
 
     def check_submit(
-        self, seat: int, seq: int, action: Any, player_id: str | None
-    ) -> dict[str, Any]:
-        """Validate a player's action; return its record. Raises ServiceError, changes nothing."""
+        self, seat: int, seq: int, action: Any, player_id: str | None, at_ms: int
+    ) -> L.Record:
+        """Validate a player's action made at `at_ms`; return its record. Raises ServiceError,
+        changes nothing."""
         from services.engine import contract as C
 
         if not 0 <= seat < len(self.seats):
@@ -336,10 +325,10 @@ class Match:
         if st.bot:
             raise conflict("not_your_turn", f"seat {seat} is played by the house")
         if isinstance(action, C.LeaveAction):
-            return {"k": "leave", "seat": seat, "why": "left"}
+            return L.Leave(at_ms=at_ms, seat=seat, why="left")
         if isinstance(action, C.ClaimAction):
             self._check_claim(seat)
-            return {"k": "claim", "seat": seat}
+            return L.Claim(at_ms=at_ms, seat=seat)
         rnd = self.round
         if isinstance(action, C.SeedCommitAction):
             if rnd is None or rnd.result is not None or rnd.seeds.phase != "commit":
@@ -349,7 +338,7 @@ class Match:
             c = action.commitment.lower()
             if len(c) != 64 or any(ch not in "0123456789abcdef" for ch in c):
                 raise bad_request("bad_commitment", "commitment must be 64 hex digits")
-            return {"k": "commit", "seat": seat, "c": c}
+            return L.Commit(at_ms=at_ms, seat=seat, commitment=c)
         if isinstance(action, C.SeedRevealAction):
             if rnd is None or rnd.result is not None or rnd.seeds.phase != "reveal":
                 raise conflict("wrong_phase", "no seed reveal is expected now")
@@ -364,7 +353,7 @@ class Match:
                     raise conflict("seed_mismatch", "SHA-256 of the seed is not the commitment")
             except FairnessInputError as exc:
                 raise bad_request("bad_seed", str(exc)) from None
-            return {"k": "reveal", "seat": seat, "s": action.seed}
+            return L.Reveal(at_ms=at_ms, seat=seat, seed=action.seed)
         hand = self.hand
         if (
             hand is None
@@ -404,10 +393,10 @@ class Match:
             if seat not in R.awaiting(hand) and not isinstance(rule_action, R.RequestRedeal):
                 raise conflict("not_your_turn", f"seat {seat} is not on turn")
             raise conflict("illegal_action", "that action is not legal now")
-        return {"k": "act", "seat": seat, "a": action_json(rule_action), "by": "player"}
+        return L.Act(at_ms=at_ms, seat=seat, action=rule_action, by="player")
 
     def _check_claim(self, seat: int) -> None:
-        if self.rules.variant != "dominicana" or self.spec.turn_by_turn:
+        if not self.claimable:
             raise conflict("claim_not_allowed", "this match cannot be claimed")
         d = self.deadline()
         if d is None or d.kind != "claim":
@@ -417,17 +406,16 @@ class Match:
 
     def check_claim_time(self, seat: int, now_ms: int) -> None:
         self._check_claim(seat)
-        if now_ms < self.since_ms + DOMINICANA_CLAIM_AFTER_MS:
+        if now_ms < self.since_ms + self.rules.claim_after_ms:
             raise conflict("claim_not_allowed", "the player on turn still has time")
 
     # ------------------------------------------------------------------ applying records
 
-    def apply(self, rec: dict[str, Any]) -> None:
+    def apply(self, rec: L.Record) -> None:
         """Apply one persisted record (live or during restore)."""
-        k = rec["k"]
-        at = int(rec["at"])
+        at = rec.at_ms
         self.log_no += 1
-        if k == "settled":
+        if isinstance(rec, L.Settled):
             self.settled = True
             self.seq += 1
             if self.result is not None:
@@ -436,33 +424,33 @@ class Match:
             return
         self.seq += 1
         before = self.awaiting()
-        if k == "open":
+        if isinstance(rec, L.Open):
             self._open(rec, at)
-        elif k == "commit":
+        elif isinstance(rec, L.Commit):
             self._commit(rec, at)
-        elif k == "reveal":
+        elif isinstance(rec, L.Reveal):
             self._reveal(rec, at)
-        elif k == "close_commit":
+        elif isinstance(rec, L.CloseCommit):
             self._close_commit(at)
-        elif k == "close_reveal":
+        elif isinstance(rec, L.CloseReveal):
             self._finish_round(at)
-        elif k == "act":
+        elif isinstance(rec, L.Act):
             self._act(rec, at)
-        elif k == "claim":
+        elif isinstance(rec, L.Claim):
             self._claim(rec, at)
-        elif k == "leave":
+        elif isinstance(rec, L.Leave):
             self._leave(rec, at)
-        elif k == "void":
-            self._void(str(rec["reason"]), at)
+        elif isinstance(rec, L.Void):
+            self._void(rec.reason, at)
         else:
-            raise ValueError(f"unknown record kind {k!r}")
+            raise ValueError(f"unknown record {rec!r}")
         if self.awaiting() != before:
             self.since_ms = at
 
-    def _open(self, rec: dict[str, Any], at: int) -> None:
-        purpose = str(rec["purpose"])
-        opened = OpenDeal(str(rec["deal_id"]), bytes.fromhex(rec["seed"]), rec["env"])
-        self.outbox.append(rec["env"])
+    def _open(self, rec: L.Open, at: int) -> None:
+        purpose = rec.purpose
+        opened = OpenDeal(rec.deal_id, bytes.fromhex(rec.server_seed), rec.commitment)
+        self.outbox.append(rec.commitment)
         self.deal_count += 1
         active = tuple(self.humans())
         rnd = Round(
@@ -484,10 +472,10 @@ class Match:
         if not active:
             self._finish_round(at)
 
-    def _commit(self, rec: dict[str, Any], at: int) -> None:
+    def _commit(self, rec: L.Commit, at: int) -> None:
         rnd = self._round()
-        seat = int(rec["seat"])
-        rnd.seeds.commit(seat, str(rec["c"]))
+        seat = rec.seat
+        rnd.seeds.commit(seat, rec.commitment)
         self._emit("seed_committed", at, {"seat": seat})
         if set(rnd.active) <= set(rnd.seeds.commitments()):
             self._close_commit(at)
@@ -509,10 +497,10 @@ class Match:
         if not commitments:
             self._finish_round(at)
 
-    def _reveal(self, rec: dict[str, Any], at: int) -> None:
+    def _reveal(self, rec: L.Reveal, at: int) -> None:
         rnd = self._round()
-        seat = int(rec["seat"])
-        rnd.seeds.reveal(seat, str(rec["s"]))
+        seat = rec.seat
+        rnd.seeds.reveal(seat, rec.seed)
         self._emit("seed_revealed", at, {"seat": seat})
         if rnd.seeds.all_revealed:
             self._finish_round(at)
@@ -585,12 +573,14 @@ class Match:
             {s: {"tiles": [tile_text(t) for t in sorted(hands[s])]} for s in range(len(hands))},
         )
 
-    def _act(self, rec: dict[str, Any], at: int) -> None:
+    def _act(self, rec: L.Act, at: int) -> None:
         hand = self.hand
         if hand is None:
             raise ValueError("no hand")
-        seat = int(rec["seat"])
-        action = action_from_json(seat, rec["a"])
+        seat = rec.seat
+        action = rec.action
+        if not isinstance(action, R.Play) and action.seat != seat:
+            raise ValueError(f"an action of seat {action.seat} recorded for seat {seat}")
         hand, evs = R.apply(hand, action)
         self.hand = hand
         if isinstance(action, R.Play):
@@ -599,7 +589,7 @@ class Match:
             if end is not None:
                 mv["end"] = end
             self.moves.append(mv)
-        by = str(rec.get("by", "player"))
+        by = rec.by
         for e in evs:
             self._emit_rules_event(e, at, by if getattr(e, "seat", None) == seat else "rules")
         if hand.phase == R.PHASE_REDEAL:
@@ -666,8 +656,8 @@ class Match:
         if self.state.over:
             self._finish(self.state.winner_side, "target", list(self.state.scores), at)
 
-    def _claim(self, rec: dict[str, Any], at: int) -> None:
-        seat = int(rec["seat"])
+    def _claim(self, rec: L.Claim, at: int) -> None:
+        seat = rec.seat
         side = self.rules.side_of(seat)
         rnd = self.round
         if rnd is not None and rnd.result is not None:
@@ -706,10 +696,10 @@ class Match:
         self.hand = None
         self._finish(side, "claim", scores, at)
 
-    def _leave(self, rec: dict[str, Any], at: int) -> None:
-        seat = int(rec["seat"])
+    def _leave(self, rec: L.Leave, at: int) -> None:
+        seat = rec.seat
         self.seats[seat].left = True
-        self._emit("seat_left", at, {"seat": seat, "why": rec.get("why", "left"), "bot": True})
+        self._emit("seat_left", at, {"seat": seat, "why": rec.why, "bot": True})
         if not self.humans() and self.hand_no == 0:
             self._void("all players left before the first hand ended", at)
             return
@@ -828,7 +818,7 @@ class Match:
             kind, seats = self.awaiting()
             if seat in seats:
                 legal = [{"type": kind}]
-        if self.rules.variant == "dominicana" and not self.spec.turn_by_turn and hand is not None:
+        if self.claimable and hand is not None:
             d = self.deadline()
             if (
                 d is not None
@@ -873,32 +863,11 @@ def validate_spec(spec: CreateMatch) -> R.RuleSet:
             )
         if not s.bot and not s.player_id:
             raise bad_request("bad_match_spec", f"seat {s.seat} needs a player or a bot")
-        if s.bot and spec.variant == "cubana":
-            raise bad_request("bad_match_spec", "cubana: bots only fill a departed player's seat")
     if all(s.bot for s in spec.seats):
         raise bad_request("bad_match_spec", "a match needs at least one player")
     if spec.tier != "free" and spec.stake_cents <= 0:
         raise bad_request("bad_match_spec", "a paid table needs a stake")
     return rules
-
-
-def action_json(a: R.Action) -> dict[str, Any]:
-    if isinstance(a, R.Play):
-        return {"t": "play", "tile": a.tile, "end": a.end}
-    if isinstance(a, R.ChooseOpener):
-        return {"t": "choose", "salgo": a.salgo}
-    return {"t": "redeal"}
-
-
-def action_from_json(seat: int, d: dict[str, Any]) -> R.Action:
-    t = d["t"]
-    if t == "play":
-        return R.Play(int(d["tile"]), int(d["end"]))
-    if t == "choose":
-        return R.ChooseOpener(seat, bool(d["salgo"]))
-    if t == "redeal":
-        return R.RequestRedeal(seat)
-    raise ValueError(f"unknown action {t!r}")
 
 
 def action_public(a: R.Action) -> dict[str, Any]:
@@ -913,7 +882,7 @@ def restore(
     spec: CreateMatch,
     key: OperatorKey,
     created_ms: int,
-    records: list[dict[str, Any]],
+    records: list[L.Record],
     *,
     keep_outbox: bool = False,
 ) -> Match:

@@ -20,6 +20,7 @@ from fairness.keys import OperatorKey
 from services.common.errors import ServiceError, conflict, not_found
 from services.common.logging import get_logger
 from services.common.metrics import ACTIONS, LIVE_MATCHES, SETTLEMENT_FAILURES, SETTLEMENT_RETRIES
+from services.engine import records as L
 from services.engine.clock import Clock
 from services.engine.contract import (
     MAX_EVENTS_PAGE,
@@ -146,10 +147,9 @@ class MatchActor:
 
     # ------------------------------------------------------------------ writing
 
-    async def persist(self, rec: dict[str, Any]) -> None:
+    async def persist(self, rec: L.Record) -> None:
         m = self.match
-        rec.setdefault("at", self.engine.clock.now_ms())
-        data = msgspec.json.encode(rec)
+        data = L.encode(rec)
         await self.engine.store.append(
             m.spec.match_id, m.log_no, m.seq + 1, data, notify=not self.unannounced
         )
@@ -234,14 +234,13 @@ class MatchActor:
         # send a seed (submit and deadlines wait for the outbox). A crash in between
         # re-offers the same commitment at restore, never a different one.
         await self.persist(
-            {
-                "k": "open",
-                "purpose": purpose,
-                "deal_id": deal_id,
-                "seed": opened.server_seed.hex(),
-                "env": opened.commitment,
-                "at": now,
-            }
+            L.Open(
+                at_ms=now,
+                purpose=purpose,
+                deal_id=deal_id,
+                server_seed=opened.server_seed.hex(),
+                commitment=opened.commitment,
+            )
         )
 
     async def _settle(self) -> None:
@@ -264,7 +263,7 @@ class MatchActor:
 
         async def record() -> None:
             if not m.settled:
-                await self.persist({"k": "settled"})
+                await self.persist(L.Settled(at_ms=self.engine.clock.now_ms()))
 
         await self.call(record)
 
@@ -408,13 +407,14 @@ class Engine:
                 # Every fairness record the match's log implies is offered to the log again:
                 # the append is idempotent, so a crash between the match log write and the
                 # fairness append can never leave a commitment without its result or void.
-                match = restore(spec, self.key, int(doc["created_ms"]), records, keep_outbox=True)
+                decoded = [L.decode(data) for data in records]
+                match = restore(spec, self.key, int(doc["created_ms"]), decoded, keep_outbox=True)
             except Exception:
                 log.exception("restore_failed", match_id=match_id)
                 match = restore(spec, self.key, int(doc["created_ms"]), [])
-                for rec in records:
+                for data in records:
                     try:
-                        match.apply(rec)
+                        match.apply(L.decode(data))
                     except Exception:
                         break
                 match.log_no = len(records) + 1
@@ -425,7 +425,9 @@ class Engine:
                 broken.start()
                 if not match.over:
                     await broken.call(
-                        lambda: broken.persist({"k": "void", "reason": "unrecoverable error"})
+                        lambda: broken.persist(
+                            L.Void(at_ms=self.clock.now_ms(), reason="unrecoverable error")
+                        )
                     )
                 return broken
             actor = MatchActor(self, match)
@@ -484,9 +486,10 @@ class Engine:
                 if m.outbox:
                     # A seed must never be taken before the deal's commitment is in the log.
                     raise ServiceError(503, "log_unavailable", "transparency log unavailable")
-            rec = m.check_submit(body.seat, body.seq, body.action, body.player_id)
-            if rec["k"] == "claim":
-                m.check_claim_time(body.seat, self.clock.now_ms())
+            now = self.clock.now_ms()
+            rec = m.check_submit(body.seat, body.seq, body.action, body.player_id, now)
+            if isinstance(rec, L.Claim):
+                m.check_claim_time(body.seat, now)
             if body.gateway is not None:
                 actor.reader(body.gateway)
             # The action and the steps it causes reach every socket through this answer when

@@ -8,13 +8,11 @@ can never both append the same entry of a match.
 Each batch's notifications are sent by its own commit: the INSERT's statement calls
 `pg_notify` for every entry appended with `notify` (all but those of an action whose gateway is
 the match's only reader: `contract.SubmitAction.gateway`), so an entry is announced exactly when it is durable and
-one round trip and one commit carry both. (They used to follow the commit in a notify-only
-transaction of their own: measured at 600 one-entry batches/s, that second statement cost
-PostgreSQL ~355 us of CPU per batch against ~290 us for the combined one, and the writing
-process ~2x the CPU. PostgreSQL serializes the commits of notifying transactions, from
-pre-commit until the WAL flush, so under saturation the writers' fsyncs no longer overlap:
-4 connections inserting 2 rows each did 2,860-3,270 commits/s in the transaction against
-4,530-4,790 without; at these rates the batches simply grow.) A match's notifications stay in
+one round trip and one commit carry both: a separate notify-only transaction costs a second
+round trip and commit per batch (measured at one-entry batches: PostgreSQL ~355 against ~290 us
+of CPU a batch; docs/decisions/0012-engine-notify-in-the-log-insert.md). PostgreSQL
+serializes the commits of notifying transactions, from pre-commit until the WAL flush, so
+under saturation the writers' fsyncs do not overlap and the batches grow instead. A match's notifications stay in
 seq order: its next entry is only appended after the previous one committed. A notification
 lost (notifier connection of a gateway down, a restart) is covered by the gateways' safety-net
 fetch, and a match restored by an engine announces its current seq through the notifier task,
@@ -29,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +57,29 @@ NOTIFY_RETRY_MS = 200
 # (3 ms, so that more entries share one) cut the commits by only 10-20% at 300 actions/s of
 # the load test and delayed each engine step that follows an action by the interval: left out.
 WRITERS = 2
-LOCK_NAMESPACE = 0x454E47  # "ENG": second key of the two-key advisory lock
 LOCK_HEARTBEAT_MS = 1_000
+
+
+def lock_key(match_id: str) -> int:
+    """The match's advisory lock key: the first 8 bytes of SHA-256 of its id, as a signed
+    bigint. 64 bits, so two live matches never share a lock (a 32-bit hash would collide
+    within tens of thousands of ids)."""
+    return int.from_bytes(hashlib.sha256(match_id.encode()).digest()[:8], "big", signed=True)
+
+
+def lock_held_sql(lock: str, match_id: str) -> str:
+    """SQL: the `pg_locks` row `lock` is the advisory lock of the match whose id is the SQL
+    expression `match_id`. PostgreSQL computes `lock_key` itself and compares it in the form
+    pg_locks shows a one-key bigint lock: high 32 bits in classid, low 32 in objid,
+    objsubid 1."""
+    key = (
+        f"('x' || left(encode(sha256(convert_to({match_id}, 'UTF8')), 'hex'), 16))::bit(64)::bigint"
+    )
+    return (
+        f"{lock}.locktype = 'advisory' AND {lock}.objsubid = 1"
+        f" AND {lock}.classid::bigint = ({key} >> 32) & 4294967295"
+        f" AND {lock}.objid::bigint = {key} & 4294967295"
+    )
 
 
 class AppendFailed(Exception):
@@ -157,7 +177,9 @@ class Store:
             )
         return dict(msgspec.json.decode(old))
 
-    async def load(self, match_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], bool] | None:
+    async def load(self, match_id: str) -> tuple[dict[str, Any], list[bytes], bool] | None:
+        """The match's document, its log records as stored (services.engine.records decodes
+        them) in order, and whether it is closed; None for an unknown match."""
         async with self._pool().acquire() as conn:
             doc = await conn.fetchval(
                 "SELECT spec FROM engine.matches WHERE match_id = $1", match_id
@@ -171,7 +193,7 @@ class Store:
             closed = await conn.fetchval(
                 "SELECT 1 FROM engine.match_closed WHERE match_id = $1", match_id
             )
-        records = [dict(msgspec.json.decode(r["record"])) for r in rows]
+        records = [bytes(r["record"]) for r in rows]
         return dict(msgspec.json.decode(doc)), records, closed is not None
 
     async def exists(self, match_id: str) -> bool:
@@ -186,9 +208,9 @@ class Store:
         process holds (from `pg_locks`): a scanner then tries only the matches it could take,
         not one lock round trip per match every other replica runs."""
         owned_filter = (
-            " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
-            " AND l.granted AND l.classid = $2::int::oid AND l.objsubid = 2"
-            " AND l.objid = hashtext(m.match_id)::oid)"
+            " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND "
+            + lock_held_sql("l", "m.match_id")
+            + ")"
         )
         query = (
             "SELECT m.match_id FROM engine.matches m WHERE NOT EXISTS"
@@ -196,9 +218,8 @@ class Store:
             + (owned_filter if unowned else "")
             + " ORDER BY m.created_at LIMIT $1"
         )
-        args: tuple[int, ...] = (limit, LOCK_NAMESPACE) if unowned else (limit,)
         async with self._pool().acquire() as conn:
-            rows = await conn.fetch(query, *args)
+            rows = await conn.fetch(query, limit)
         return [r["match_id"] for r in rows]
 
     async def close_match(self, match_id: str, status: str) -> None:
@@ -305,7 +326,7 @@ class Store:
                 return False
             try:
                 got = await conn.fetchval(
-                    "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
+                    "SELECT pg_try_advisory_lock($1::bigint)", lock_key(match_id)
                 )
             except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError):
                 # The lock connection died (PostgreSQL restarted): no lock can be taken until
@@ -334,9 +355,7 @@ class Store:
             if conn is None:
                 return
             with contextlib.suppress(Exception):
-                await conn.execute(
-                    "SELECT pg_advisory_unlock($1::int, hashtext($2))", LOCK_NAMESPACE, match_id
-                )
+                await conn.execute("SELECT pg_advisory_unlock($1::bigint)", lock_key(match_id))
 
     async def heartbeat(self) -> bool:
         """True while the lock connection (and so every lock) is alive."""

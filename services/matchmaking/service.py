@@ -1,6 +1,6 @@
 """Matchmaking core: seat reservations in PostgreSQL, stakes through the ledger, matches in the engine.
 
-Consistency rules (see docs/matchmaking.md):
+Consistency rules (see docs/explanation/matchmaking.md):
 - Each step is one call of a `matchmaking.*` function (mm0004-mm0006): one round trip, one
   commit. A table row is locked (`FOR UPDATE`, quick join `SKIP LOCKED`) before any of its
   seats change, and partial unique indexes allow one live reservation per seat and per player

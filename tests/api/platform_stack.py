@@ -32,10 +32,13 @@ COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway"]
 
 
 class Platform:
-    def __init__(self, gateways: list[Litestar], settings: Any) -> None:
+    def __init__(
+        self, gateways: list[Litestar], settings: Any, services: dict[str, Litestar] | None = None
+    ) -> None:
         self.gateways = gateways
         self.gateway = gateways[0]
         self.settings = settings
+        self.services = services or {}  # the internal services' apps, by name
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -47,15 +50,23 @@ class Platform:
 
 @asynccontextmanager
 async def platform(
-    database_url: str, secret: bytes, key_dir: Path, gateways: int = 1, redis_url: str = ""
+    database_url: str,
+    secret: bytes,
+    key_dir: Path,
+    gateways: int = 1,
+    redis_url: str = "",
+    **overrides: object,
 ) -> AsyncIterator[Platform]:
     """The real services in-process; `gateways` gateway apps share them (and one database).
 
-    `redis_url` puts the gateways' table feed on Redis (see `redis_server`).
+    `redis_url` puts the gateways' table feed on Redis (see `redis_server`); `overrides` are
+    further settings (e.g. `invitation_ttl_s`).
     """
     key_file = key_dir / "operator_key.pem"
     ensure_dev_key(key_file)
-    settings = make_settings(database_url, secret, operator_key_file=key_file, redis_url=redis_url)
+    settings = make_settings(
+        database_url, secret, operator_key_file=key_file, redis_url=redis_url, **overrides
+    )
     ledger_app = create_ledger_app(settings, seal_in_background=False)
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()
@@ -87,7 +98,8 @@ async def platform(
     async with AsyncExitStack() as stack:
         for app in (ledger_app, engine_app, mm_app, *gateway_apps):
             await stack.enter_async_context(app.lifespan())
-        yield Platform(gateway_apps, settings)
+        services = {"ledger": ledger_app, "engine": engine_app, "matchmaking": mm_app}
+        yield Platform(gateway_apps, settings, services)
 
 
 def _discard(stream: Iterator[str]) -> None:

@@ -121,16 +121,16 @@ async def test_api_bearer_tokens_need_no_csrf(app, gateway_db):
         assert (await fresh.get("/api/me", headers=headers)).status_code == 401
 
 
-async def test_api_sign_in_is_rate_limited_per_account(app, gateway_db):
+async def test_api_sign_in_is_rate_limited_per_account_and_address(app, gateway_db):
     await make_user(gateway_db, "eva")
     async with AsyncTestClient(app) as client:
         codes = []
-        for _ in range(11):
+        for _ in range(4):
             r = await client.post(
                 "/api/auth/login", json={"username": "eva", "password": "wrong!!!"}
             )
             codes.append(r.status_code)
-        assert codes[:10] == [401] * 10 and codes[10] == 429
+        assert codes == [401, 401, 401, 429]
         # Even the right password waits now.
         r = await client.post("/api/auth/login", json={"username": "eva", "password": PASSWORD})
         assert r.status_code == 429 and r.json()["error"] == "rate_limited"

@@ -207,7 +207,7 @@ async def test_an_action_made_on_a_socket_is_acked_with_its_update(
     platform_db: str, internal_secret: bytes, tmp_path: Path
 ) -> None:
     """The acting socket gets one frame per action: the ack, carrying the seat's new events
-    and view (docs/api.md), not an ack and then a separate update."""
+    and view (docs/reference/api.md), not an ack and then a separate update."""
     name = "ackupd"
     await make_user(platform_db, name)
     async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, _):
@@ -256,7 +256,7 @@ async def test_an_action_on_one_gateway_reaches_the_seats_socket_on_another(
 async def test_a_socket_hears_the_chat_posted_after_it_connected(
     platform_db: str, internal_secret: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A socket reads no chat until the match has chat news (docs/api.md); then it gets the
+    """A socket reads no chat until the match has chat news (docs/reference/api.md); then it gets the
     lines posted since it connected, none from before, and each later line once. Every socket
     woken at once (the listener reconnected) with no chat posted sends nothing."""
     import api.routes_table as routes_table

@@ -204,3 +204,52 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             finance.screenshot(path=str(ARTIFACTS / "finance.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_browser_partner_invitation_declined_then_accepted(platform: tuple[str, dict[str, str]]):
+    """ana names cris as her partner: cris's lobby shows the invitation with Accept and
+    Decline (ana's with Cancel); nothing is held from cris until he clicks Accept."""
+    if not CHROMIUM.exists():
+        pytest.fail("/usr/bin/chromium is missing: install Debian's chromium (CI does)")
+    from playwright.sync_api import sync_playwright
+
+    base, _ = platform
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            errors: list[str] = []
+            pages: dict[str, Any] = {}
+            for name in ("ana", "cris"):
+                page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+                page.on("pageerror", lambda exc, n=name: errors.append(f"{n}: {exc}"))
+                _sign_in(page, base, name)
+                page.wait_for_selector("#kind-select option[value=casa-parejas]", state="attached")
+                pages[name] = page
+            ana, cris = pages["ana"], pages["cris"]
+            before = {name: _balance(p) for name, p in pages.items()}
+
+            def invite() -> None:
+                ana.select_option("#kind-select", "casa-parejas")
+                ana.select_option("#tier-select", "10")
+                ana.fill("#join-form input[name=partner]", "cris")
+                ana.click("[data-test=quick-join]")
+                ana.wait_for_selector("#invites-out [data-test=invite-cancel]", timeout=15_000)
+                cris.wait_for_selector("#invites-in [data-test=invite-accept]", timeout=15_000)
+
+            invite()
+            assert "ana" in cris.inner_text("#invites-in")
+            assert _balance(cris) == before["cris"]
+            cris.click("#invites-in [data-test=invite-decline]")
+            cris.wait_for_selector("#invites-in [data-test=invite-accept]", state="detached")
+            ana.wait_for_selector("#invites-out [data-test=invite-cancel]", state="detached")
+            assert {name: _balance(p) for name, p in pages.items()} == before
+
+            invite()
+            cris.click("#invites-in [data-test=invite-accept]")
+            for page in (cris, ana):
+                page.wait_for_selector("#my-tables li:has-text('casa-parejas')", timeout=15_000)
+            after = {name: _balance(p) for name, p in pages.items()}
+            assert after == {name: b - STAKE for name, b in before.items()}, (before, after)
+            assert not errors, errors
+        finally:
+            browser.close()

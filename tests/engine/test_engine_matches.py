@@ -67,3 +67,38 @@ async def test_engine_views_never_leak_in_random_matches(
             hz.client, hz.engine, mid, h, rng=random.Random(seed), watch_all_seats=True
         )
         assert st["status"] == "finished"
+
+
+@pytest.mark.parametrize("preset", ["habana", "miami", "oriente", "barrio"])
+async def test_engine_cuban_kinds_play_to_the_end_against_the_cpu(
+    harness_factory: Any, internal_secret: bytes, preset: str
+) -> None:
+    """Every Cuban kind at a free table, one player and three CPU seats: the CPU answers the
+    opening draw, the secret "Salgo / Sal tú" choice (on either side, partner of the player or
+    not), redeals and plays, to the end of the match (Miami: the whole series)."""
+    h = auth(internal_secret)
+    mid = f"cpu-{preset}"
+    async with harness_factory() as hz:
+        body = spec(mid, "cubana", {"preset": preset}, 4, bots=(1, 2, 3))
+        r = await hz.client.post("/internal/matches", json=body, headers=h)
+        assert r.status_code == 200, r.text
+        st = await drive(hz.client, hz.engine, mid, h)
+        assert st["status"] == "finished" and st["result"]["reason"] == "target", st
+        assert [s["bot"] for s in st["seats"]] == [False, True, True, True]
+        events: list[dict[str, Any]] = []
+        more = True
+        while more:
+            after = events[-1]["seq"] if events else 0
+            page = (
+                await hz.client.get(
+                    f"/internal/matches/{mid}/seats/0/events", params={"after": after}, headers=h
+                )
+            ).json()
+            events += page["events"]
+            more = page["more"]
+        kinds = [e["kind"] for e in events]
+        assert "hand_ended" in kinds
+        bot_plays = [e for e in events if e["kind"] == "play" and e["data"]["by"] == "bot"]
+        assert {e["data"]["seat"] for e in bot_plays} == {1, 2, 3}
+        if preset in ("habana", "miami"):  # the opening pair chose: Salgo / Sal tú
+            assert "choice" in kinds

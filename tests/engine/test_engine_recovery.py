@@ -11,14 +11,21 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import httpx
+import msgspec
 import pytest
 
+from services.common.db import asyncpg_dsn
 from services.common.embedded_pg import free_port
+from services.engine import records as L
+from services.engine import rules as R
 from services.engine import runtime as RT
 from services.engine.clock import ManualClock
 from tests.engine.engine_helpers import auth, commitment, drive, spec
 from tests.service_auth import CallerByRoute, engine_caller
+
+APUESTA_TURN_MS = R.make_ruleset("apuesta").turn_timeout_ms
 
 
 async def test_engine_restart_restores_state_and_timers(
@@ -33,7 +40,7 @@ async def test_engine_restart_restores_state_and_timers(
         )
         clock.advance(RT.SEED_COMMIT_TIMEOUT_MS)
         for _ in range(5):
-            clock.advance(RT.APUESTA_TURN_TIMEOUT_MS)
+            clock.advance(APUESTA_TURN_MS)
         before = (await c.get("/internal/matches/rs1", headers=h)).json()
         views = [
             (await c.get(f"/internal/matches/rs1/seats/{s}/view", headers=h)).json()
@@ -50,7 +57,7 @@ async def test_engine_restart_restores_state_and_timers(
             for s in range(4)
         ]
         assert [v["hand"] for v in views2] == [v["hand"] for v in views]
-        clock.advance(RT.APUESTA_TURN_TIMEOUT_MS)
+        clock.advance(APUESTA_TURN_MS)
         moved = (await c2.get("/internal/matches/rs1", headers=h)).json()
         assert moved["seq"] == before["seq"] + 1 and len(moved["table"]) == len(before["table"]) + 1
         st = await drive(c2, hz2.engine, "rs1", h)
@@ -196,3 +203,38 @@ def test_engine_e2e_kill_mid_hand_and_continue(
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+async def test_engine_log_holds_typed_records(
+    harness_factory: Any, internal_secret: bytes, engine_db: str
+) -> None:
+    """The match log is the tagged union of services.engine.records: readable tags and field
+    names, every stored entry decodes to its Struct, and anything else is refused."""
+    h = auth(internal_secret)
+    async with harness_factory() as hz:
+        body = spec("lg1", "dominicana", {"mode": "2v2"}, 4)
+        assert (await hz.client.post("/internal/matches", json=body, headers=h)).status_code == 200
+        st = await drive(hz.client, hz.engine, "lg1", h)
+        assert st["status"] == "finished"
+    conn = await asyncpg.connect(asyncpg_dsn(engine_db))
+    try:
+        rows = await conn.fetch(
+            "SELECT record FROM engine.match_log WHERE match_id = 'lg1' ORDER BY log_no"
+        )
+    finally:
+        await conn.close()
+    records = [L.decode(r["record"]) for r in rows]
+    assert isinstance(records[0], L.Open)
+    assert {L.Commit, L.Reveal, L.Act} <= {type(r) for r in records}
+    first = msgspec.json.decode(rows[0]["record"])
+    assert first["t"] == "open" and {"at_ms", "purpose", "deal_id", "server_seed"} <= set(first)
+    plays = [r for r in records if isinstance(r, L.Act) and isinstance(r.action, R.Play)]
+    assert plays and all(0 <= a.seat < 4 for a in plays)
+    assert msgspec.json.decode(L.encode(plays[0]))["action"]["type"] == "play"
+    for bad in (
+        b'{"k":"act","seat":0}',  # the one-letter dict form
+        b'{"t":"act","at_ms":1,"seat":0,"action":{"type":"play","tile":1},"x":1}',
+        b'{"t":"jump","at_ms":1}',
+    ):
+        with pytest.raises(msgspec.ValidationError):
+            L.decode(bad)

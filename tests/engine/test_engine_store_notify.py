@@ -12,7 +12,7 @@ import pytest
 
 from services.common.db import asyncpg_dsn
 from services.engine.contract import NOTIFY_CHANNEL
-from services.engine.store import LOCK_NAMESPACE, Store
+from services.engine.store import Store, lock_key
 from tests.engine.engine_helpers import auth, commitment, seed_of, spec
 
 WAIT_S = 10.0  # an upper bound only: every wait below ends on an event
@@ -139,19 +139,18 @@ async def test_engine_scanner_lists_only_matches_no_process_owns(
 ) -> None:
     other = await asyncpg.connect(asyncpg_dsn(engine_db))
     try:
-        # Ids whose hashtext is negative and positive: the lock key's oid form must match both.
+        # Ids whose 64-bit lock key is negative and positive, and whose low halves are too:
+        # the key's oid form in pg_locks (classid, objid) must match every sign.
         ids = ["own-a", "own-b", "own-c", "own-d", "own-e", "own-f"]
-        signs = {await other.fetchval("SELECT hashtext($1) < 0", mid) for mid in ids}
-        assert signs == {True, False}
+        assert {lock_key(mid) < 0 for mid in ids} == {True, False}
+        assert {lock_key(mid) & 0x80000000 == 0 for mid in ids} == {True, False}
         for mid in ids:
             await other.execute(
                 "INSERT INTO engine.matches (match_id, spec) VALUES ($1, '{}'::jsonb)", mid
             )
         held = ids[:3]
         for mid in held:  # another replica runs these: its lock connection holds their locks
-            assert await other.fetchval(
-                "SELECT pg_try_advisory_lock($1::int, hashtext($2))", LOCK_NAMESPACE, mid
-            )
+            assert await other.fetchval("SELECT pg_try_advisory_lock($1::bigint)", lock_key(mid))
         live = set(await store.live_matches())
         unowned = set(await store.live_matches(unowned=True))
         assert set(ids) <= live
@@ -261,3 +260,29 @@ async def test_engine_leaves_unannounced_only_the_actions_of_the_only_reading_ga
             assert await heard_until(await act(hz2.client, "gw-a"))
     finally:
         await listener.close()
+
+
+async def test_engine_match_locks_never_collide(engine_db: str, store: Store) -> None:
+    """Two matches whose ids share a 32-bit hash are still two locks: one process owning the
+    first never keeps another from taking the second."""
+    other = Store(engine_db)
+    await other.start()
+    try:
+        conn = await asyncpg.connect(asyncpg_dsn(engine_db))
+        try:
+            # ~10 pairs expected among 300,000 ids in a 32-bit space; the first is enough.
+            pair = await conn.fetchval(
+                "SELECT array_agg(id ORDER BY id) FROM (SELECT 'coll-' || i AS id"
+                " FROM generate_series(1, 300000) AS i) ids GROUP BY hashtext(id)"
+                " HAVING count(*) > 1 ORDER BY 1 LIMIT 1"
+            )
+        finally:
+            await conn.close()
+        first, second = pair[0], pair[1]
+        assert await other.try_lock(first)
+        assert await store.try_lock(second)
+        assert not await store.try_lock(first)
+        await store.unlock(second)
+        await other.unlock(first)
+    finally:
+        await other.stop()

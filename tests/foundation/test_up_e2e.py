@@ -108,11 +108,11 @@ def test_demo_accounts_are_printed_and_can_sign_in(running_platform):
     _, env, lines, _ = running_platform
     text = "\n".join(lines)
     assert "players ana, beto, cris, dani" in text
-    assert "password 'mesa-demo'" in text
+    assert "password 'mesa-demo-2026'" in text
     gateway = f"http://127.0.0.1:{env['MESA_GATEWAY_PORT']}"
     token = httpx.post(
         f"{gateway}/api/auth/tokens",
-        json={"username": "ana", "password": "mesa-demo", "label": "e2e"},
+        json={"username": "ana", "password": "mesa-demo-2026", "label": "e2e"},
         timeout=10,
     )
     assert token.status_code == 201, token.text

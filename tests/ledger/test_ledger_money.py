@@ -78,7 +78,12 @@ def test_parse_amount(text: str, cents: int) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["0", "0.00", "-5", "1.5", "1.234", "1e3", "abc", "", "0c", "-1c", "1.0c", " nan"]
+    "text",
+    [
+        *("0", "0.00", "-5", "1.5", "1.234", "1e3", "abc", "", "0c", "-1c", "1.0c", " nan"),
+        # `mesa cashier`: no float forms, and no digits but ASCII ones.
+        *("1e2", "100.0", "1e2c", "100.0c", "\uff11\uff10\uff10", "\uff11\uff10\uff10c"),
+    ],
 )
 def test_parse_amount_refuses(text: str) -> None:
     with pytest.raises(MoneyError):

@@ -80,10 +80,57 @@ async function loadLobby() {
     tb.match_id ? el("button", { type: "button", text: t("open"), "data-test": "open-table", onclick: () => openTable(tb.match_id) })
       : el("button", { type: "button", text: "✕", onclick: () => guard(async () => { await post("/api/lobby/leave", { table_id: tb.table_id }); loadLobby(); }) }),
   )));
+  if (!$("invites-in").childElementCount) await loadInvitations();
   const open = await get("/api/lobby/tables");
   $("open-tables").replaceChildren(...open.tables.map((tb) => el("li", { text: `${tb.kind} · $${tb.tier} · ${tb.taken}/${tb.seat_count}` })));
   const started = mine.find((tb) => tb.match_id && tb.status !== "voided");
   if (started && $("screen-lobby").hidden === false && !table) openTable(started.match_id);
+}
+
+// ---------------------------------------------------------------- invitations
+function inviteWhat(inv) {
+  if (inv.op === "code") return `${t("bycode")} ${inv.invite_code}`;
+  return `${inv.kind} · ${inv.tier === "free" ? t("free") : "$" + inv.tier}`;
+}
+
+function secondsLeft(inv) {
+  return Math.max(0, Math.round((Date.parse(inv.expires_at) - Date.now()) / 1000));
+}
+
+function inviteButton(label, who, action, inv) {
+  const b = el("button", { type: "button", text: t(label), "data-test": `invite-${action}`,
+    onclick: () => guard(async () => {
+      const r = await post(`/api/invitations/${inv.invitation_id}/${action}`);
+      if (action === "accept") {
+        flash(t("accepted"));
+        if (r.table.match_id) openTable(r.table.match_id);
+        else loadLobby();
+      } else loadInvitations();
+    }) });
+  b.setAttribute("aria-label", `${t(label)}: ${who} · ${inviteWhat(inv)}`);
+  return b;
+}
+
+async function loadInvitations() {
+  const inv = await get("/api/invitations");
+  const none = () => el("li", { text: t("noinvites") });
+  $("invites-in").replaceChildren(...(inv.incoming.length ? inv.incoming.map((i) => el("li", {},
+    `${i.inviter} ${t("invitedyou")} · ${inviteWhat(i)} · ${t("expiresin")} ${secondsLeft(i)} s `,
+    inviteButton("accept", i.inviter, "accept", i), " ",
+    inviteButton("decline", i.inviter, "decline", i))) : [none()]));
+  $("invites-out").replaceChildren(...(inv.outgoing.length ? inv.outgoing.map((i) => el("li", {},
+    `${t("youinvited")} ${i.invitee} · ${inviteWhat(i)} · ${t("expiresin")} ${secondsLeft(i)} s `,
+    inviteButton("cancel", i.invitee, "cancel", i))) : [none()]));
+}
+
+// A join that names a partner answers with an invitation (nobody is seated until he accepts).
+function joinedOrInvited(r) {
+  if (r && r.invitation_id !== undefined) {
+    flash(`${t("invitesent")} ${r.invitee}`);
+    loadInvitations();
+    return true;
+  }
+  return false;
 }
 
 function fillTiers() {
@@ -93,9 +140,12 @@ function fillTiers() {
 }
 
 let lobbyPoll = null;
+let invitePoll = null;
 function pollLobby() {
   clearInterval(lobbyPoll);
+  clearInterval(invitePoll);
   lobbyPoll = setInterval(() => { if (!$("screen-lobby").hidden) guard(loadLobby); }, 1500);
+  invitePoll = setInterval(() => { if (me && !$("screen-lobby").hidden) guard(loadInvitations); }, 3000);
 }
 
 function openTable(matchId) {
@@ -190,11 +240,13 @@ function wire() {
     const f = new FormData(ev.target);
     const body = { kind: f.get("kind"), tier: f.get("tier"), idempotency_key: idem() };
     if (f.get("partner")) body.partner = String(f.get("partner")).toLowerCase();
-    guard(async () => { await post("/api/lobby/quick-join", body); flash(t("waiting")); loadLobby(); });
+    guard(async () => { const r = await post("/api/lobby/quick-join", body); if (!joinedOrInvited(r)) flash(t("waiting")); loadLobby(); });
   };
   $("private-btn").onclick = () => {
     const f = new FormData($("join-form"));
-    guard(async () => { const r = await post("/api/lobby/private", { kind: f.get("kind"), tier: f.get("tier"), idempotency_key: idem() }); flash(`${t("invite")}: ${r.invite_code}`); loadLobby(); });
+    const body = { kind: f.get("kind"), tier: f.get("tier"), idempotency_key: idem() };
+    if (f.get("partner")) body.partner = String(f.get("partner")).toLowerCase();
+    guard(async () => { const r = await post("/api/lobby/private", body); if (!joinedOrInvited(r)) flash(`${t("invite")}: ${r.invite_code}`); loadLobby(); });
   };
   $("cpu-btn").onclick = () => {
     const f = new FormData($("join-form"));
@@ -203,7 +255,9 @@ function wire() {
   $("code-form").onsubmit = (ev) => {
     ev.preventDefault();
     const f = new FormData(ev.target);
-    guard(async () => { await post("/api/lobby/join-code", { invite_code: String(f.get("code")).toUpperCase(), idempotency_key: idem() }); loadLobby(); });
+    const body = { invite_code: String(f.get("code")).toUpperCase(), idempotency_key: idem() };
+    if (f.get("partner")) body.partner = String(f.get("partner")).toLowerCase();
+    guard(async () => { const r = await post("/api/lobby/join-code", body); joinedOrInvited(r); loadLobby(); });
   };
   $("back-lobby").onclick = () => show("lobby");
   $("self-exclude").onclick = () => guard(async () => { const u = await post("/api/me/self-exclusion", { days: 30 }); flash(`${u.status} → ${u.excluded_until}`); });

@@ -47,7 +47,9 @@ export class Table {
     const ws = new WebSocket(`${proto}://${location.host}/api/matches/${encodeURIComponent(this.matchId)}/ws?after=${after}`);
     this.ws = ws;
     ws.onmessage = (m) => this.onMessage(JSON.parse(m.data));
-    ws.onclose = () => {
+    ws.onclose = (e) => {
+      // 4001: the session ended (signed out, locked, self-excluded): no point retrying.
+      if (e.code === 4001) this.closed = true;
       if (!this.closed) setTimeout(() => this.connect(), 1000);
     };
   }

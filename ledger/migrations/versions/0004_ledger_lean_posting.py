@@ -1,7 +1,7 @@
 """Ledger: a leaner posting path (fewer statements and row versions per operation).
 
 Same guarantees, same results and refusals; less work per call (measured with
-pg_stat_statements and pgbench, see docs/ledger.md "Performance"):
+pg_stat_statements and pgbench, see docs/decisions/0003-ledger-lean-posting-functions.md):
 
 * `_begin` looks the idempotency key up itself (no nested `_replay` call).
 * `_post_entry` (the new core of `_post`) locks the entry's accounts in ascending id order and

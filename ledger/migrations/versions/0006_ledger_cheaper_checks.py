@@ -1,7 +1,7 @@
 """Ledger: the same checks for less CPU per posting (domains, and name checks without {1,n}).
 
-Measured with `perf` on a backend running `ledger.post_batch` (see docs/ledger.md, "Where
-PostgreSQL's time went"), two costs that bought nothing:
+Measured with `perf` on a backend running `ledger.post_batch` (see
+docs/decisions/0004-ledger-domains-instead-of-table-checks.md), two costs that bought nothing:
 
 * **Table CHECK constraints are re-read on every statement.** PostgreSQL turns each CHECK of a
   table into an executable expression once per statement that writes the table (it parses the

@@ -6,7 +6,7 @@ and end, whatever the rows). Now the settlements of a batch that can be posted a
 are posted by one statement for all of them (`ledger._settle_many`): the candidates are read,
 their accounts locked in ascending id, the pots split, and the entries, balances, postings and
 pots written together; the holds likewise (`ledger._hold_many`). Measured on one connection,
-round trip and commit included (docs/ledger.md, "Settlements and holds together"): a
+round trip and commit included (docs/decisions/0002-ledger-batch-statements.md): a
 settlement 0.57 -> 0.34 ms in batches of 8 and 0.45 -> 0.25 ms in batches of 16, a hold
 0.23 -> 0.15 ms in batches of 16.
 

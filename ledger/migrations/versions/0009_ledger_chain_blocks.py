@@ -7,7 +7,8 @@ after its last entry, instead of a row per entry in `ledger.chain_links`. Why: t
 beside the posting path on the same cores, and writing a link row cost PostgreSQL ~13 us an
 entry (a heap row, an index entry, a key-share lock on the entry for the reference check),
 more than reading the entry did; a request that overlapped one of the sealer's statements was
-~0.6 ms slower on average, and they made up most of the slowest requests (docs/ledger.md).
+~0.6 ms slower on average, and they made up most of the slowest requests
+(docs/decisions/0005-ledger-chain-sealed-in-blocks.md).
 
 `ledger.seal_next(horizon, limit)` seals the next block in one statement: it reads the chain's
 end from the last seal, the hashes of up to `limit` entries after it and at most `horizon`

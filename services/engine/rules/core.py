@@ -51,7 +51,7 @@ from services.engine.rules.tiles import (
     tile_str,
     tiles_of,
 )
-from services.engine.rules.variants import RuleSet
+from services.engine.rules.variants import TRANQUE_LOCK, RuleSet
 
 _PLAY_OPEN = [Play(t, NO_END) for t in range(TILE_COUNT)]
 _PLAY_LEFT = [Play(t, LEFT) for t in range(TILE_COUNT)]
@@ -213,37 +213,36 @@ def start_hand(
     if opener is not None:
         side_right = rules.side_of(opener)
     hand_masks = tuple(masks)
-    # Positional: msgspec's keyword __init__ costs more than the rest of start_hand.
     setup = HandSetup(
-        first_hand,  # first_hand
-        match.scores,  # scores_before
-        hand_masks,  # dealt
-        tuple(stock),  # stock_dealt
-        side_right,  # opening_side
-        priority,  # priority
-        forced,  # forced_open
-        match.first_pass_pending and first_hand,  # first_pass_pending
+        first_hand=first_hand,
+        scores_before=match.scores,
+        dealt=hand_masks,
+        stock_dealt=tuple(stock),
+        opening_side=side_right,
+        priority=priority,
+        forced_open=forced,
+        first_pass_pending=match.first_pass_pending and first_hand,
     )
     return HandState(
-        rules,  # rules
-        setup,  # setup
-        hand_masks,  # hands
-        setup.stock_dealt,  # stock
-        -1,  # left
-        -1,  # right
-        -1 if opener is None else opener,  # turn
-        phase,  # phase
-        -1 if opener is None else opener,  # opener
-        -1,  # last_player
-        0,  # passes
-        0,  # plays
-        dealt | smask if rules.draws else dealt,  # live
-        match.scores,  # scores
-        (),  # bonuses
-        None,  # log
-        (),  # choices
-        setup.first_pass_pending,  # first_pass_pending
-        None,  # result
+        rules=rules,
+        setup=setup,
+        hands=hand_masks,
+        stock=setup.stock_dealt,
+        left=-1,
+        right=-1,
+        turn=-1 if opener is None else opener,
+        phase=phase,
+        opener=-1 if opener is None else opener,
+        last_player=-1,
+        passes=0,
+        plays=0,
+        live=dealt | smask if rules.draws else dealt,
+        scores=match.scores,
+        bonuses=(),
+        log=None,
+        choices=(),
+        first_pass_pending=setup.first_pass_pending,
+        result=None,
     )
 
 
@@ -358,80 +357,7 @@ def apply(state: HandState, action: Action) -> tuple[HandState, tuple[Event, ...
     """Apply one player's action; return the new state and the events it caused, forced
     passes/draws and bonuses included. Raises `IllegalAction` when it is not legal."""
     if type(action) is Play:
-        if state.phase != PHASE_PLAY:
-            raise IllegalAction("not_playing", f"no tile can be played now (phase {state.phase})")
-        seat = state.turn
-        t = action.tile
-        hands = state.hands
-        h = hands[seat]
-        if type(t) is not int or t < 0 or not (h >> t) & 1:
-            raise IllegalAction("not_in_hand", f"seat {seat} does not hold that tile")
-        bit = 1 << t
-        le = state.left
-        r = state.right
-        if le < 0:
-            end, nl, nr = _opening_ends(state, action, t)
-        elif (end := action.end) == LEFT:
-            nl = _OTHER_HALF[t][le]
-            if nl < 0:
-                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")
-            nr = r
-        elif end == RIGHT:
-            nr = _OTHER_HALF[t][r]
-            if nr < 0:
-                raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the right end {r}")
-            nl = le
-        else:
-            raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
-        h ^= bit
-        # The common case, in a few lines: the hand goes on, no pase is due and the next seat
-        # has a fitting tile (no forced pass or draw, no bonus).
-        if h and (not state.passes or _pase_due(state, seat) is None):
-            fit = NUM_MASK[nl] | NUM_MASK[nr]
-            live = state.live ^ bit
-            rules = state.rules
-            nxt = seat + 1
-            if nxt == rules.seats:
-                nxt = 0
-            if hands[nxt] & fit and (live & fit or rules.tranque_detect != V.TRANQUE_LOCK):
-                new_hands: tuple[int, ...]
-                if len(hands) == 4:
-                    a, b, c, d = hands
-                    if seat == 0:
-                        new_hands = (h, b, c, d)
-                    elif seat == 1:
-                        new_hands = (a, h, c, d)
-                    elif seat == 2:
-                        new_hands = (a, b, h, d)
-                    else:
-                        new_hands = (a, b, c, h)
-                else:
-                    listed = list(hands)
-                    listed[seat] = h
-                    new_hands = tuple(listed)
-                pe = PlayEvent(seat, t, end, nl, nr)
-                return HandState(
-                    rules,
-                    state.setup,
-                    new_hands,
-                    state.stock,
-                    nl,
-                    nr,
-                    nxt,
-                    PHASE_PLAY,
-                    state.opener,
-                    seat,
-                    0,
-                    state.plays + 1,
-                    live,
-                    state.scores,
-                    state.bonuses,
-                    (pe, state.log),
-                    state.choices,
-                    state.first_pass_pending,
-                    None,
-                ), (pe,)
-        return _play(state, seat, t, h, le, r, end, nl, nr)
+        return _play(state, action)
     if isinstance(action, ChooseOpener):
         return _choose(state, action)
     if isinstance(action, RequestRedeal):
@@ -505,20 +431,34 @@ def _pase_due(state: HandState, seat: int) -> tuple[str, int, int] | None:
     return None
 
 
-def _play(
-    state: HandState,
-    seat: int,
-    t: int,
-    h: int,
-    le: int,
-    r: int,
-    end: int,
-    nl: int,
-    nr: int,
-) -> tuple[HandState, tuple[Event, ...]]:
-    """The general case of a legal play (checked by `apply`): `h` is the hand after it."""
-    rules = state.rules
+def _play(state: HandState, action: Play) -> tuple[HandState, tuple[Event, ...]]:
+    """A tile played by the seat on turn, then every forced pass and draw that follows."""
+    if state.phase != PHASE_PLAY:
+        raise IllegalAction("not_playing", f"no tile can be played now (phase {state.phase})")
+    seat = state.turn
+    t = action.tile
     hands = state.hands
+    h = hands[seat]
+    if type(t) is not int or t < 0 or not (h >> t) & 1:
+        raise IllegalAction("not_in_hand", f"seat {seat} does not hold that tile")
+    le = state.left
+    r = state.right
+    if le < 0:
+        end, nl, nr = _opening_ends(state, action, t)
+    elif (end := action.end) == LEFT:
+        nl = _OTHER_HALF[t][le]
+        if nl < 0:
+            raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the left end {le}")
+        nr = r
+    elif end == RIGHT:
+        nr = _OTHER_HALF[t][r]
+        if nr < 0:
+            raise IllegalAction("no_fit", f"{tile_str(t)} does not fit the right end {r}")
+        nl = le
+    else:
+        raise IllegalAction("bad_end", f"end {end!r} is not LEFT or RIGHT")
+    h ^= 1 << t
+    rules = state.rules
     new_hands = list(hands)
     new_hands[seat] = h
     events: list[Event] = [PlayEvent(seat, t, end, nl, nr)]
@@ -536,11 +476,10 @@ def _play(
         )
     fit = NUM_MASK[nl] | NUM_MASK[nr]
     live = state.live ^ (1 << t)
-    if rules.tranque_detect == V.TRANQUE_LOCK:
-        if not live & fit:
-            return _end_hand(
-                state, new_hands, state.stock, nl, nr, events, plays, seat, "tranque", pase, None
-            )
+    if not live & fit and rules.tranque_detect == TRANQUE_LOCK:
+        return _end_hand(
+            state, new_hands, state.stock, nl, nr, events, plays, seat, "tranque", pase, None
+        )
     if pase is not None:
         scores, bonuses, won = _award(rules, scores, bonuses, events, pase[0], pase[1], pase[2])
         if won is not None:
@@ -555,28 +494,11 @@ def _play(
     stock = state.stock
     first_pass_pending = state.first_pass_pending
     draws = rules.draws
-    # No bonus can come from a pass here: the passes are just events (casa, or no pases).
-    quiet = (
-        style != "dominicana"
-        and style != "apuesta"
-        and not first_pass_pending
-        and not rules.doble_sin_respuesta_points
-    )
     while True:
         turn = turn + 1 if turn + 1 < n else 0
         hm = new_hands[turn]
         if hm & fit:
             break
-        if quiet and not draws:
-            passes += 1
-            events.append(PassEvent(turn))
-            if passes == n:
-                if bonuses is not state.bonuses:  # this play earned a pase
-                    state = replace(state, scores=scores, bonuses=bonuses)
-                return _end_hand(
-                    state, new_hands, stock, nl, nr, events, plays, seat, "tranque", None, None
-                )
-            continue
         if draws and stock:
             while stock:
                 d = stock[0]
@@ -660,26 +582,28 @@ def _play(
     log = state.log
     for e in events:
         log = (e, log)
+    # Positional, in HandState's field order: the one constructor on the path of every play,
+    # where msgspec's keyword __init__ (or `replace`) costs 10-15% of the play (bench rules).
     return HandState(
-        rules,  # rules
-        state.setup,  # setup
-        tuple(new_hands),  # hands
-        stock,  # stock
-        nl,  # left
-        nr,  # right
-        turn,  # turn
-        PHASE_PLAY,  # phase
-        state.opener,  # opener
-        seat,  # last_player
-        passes,  # passes
-        plays,  # plays
-        live,  # live
-        scores,  # scores
-        bonuses,  # bonuses
-        log,  # log
-        state.choices,  # choices
-        first_pass_pending,  # first_pass_pending
-        None,  # result
+        rules,
+        state.setup,
+        tuple(new_hands),
+        stock,
+        nl,
+        nr,
+        turn,
+        PHASE_PLAY,
+        state.opener,
+        seat,
+        passes,
+        plays,
+        live,
+        scores,
+        bonuses,
+        log,
+        state.choices,
+        first_pass_pending,
+        None,
     ), tuple(events)
 
 
@@ -736,26 +660,21 @@ def _over_state(
         live |= m
     if state.rules.draws:
         live |= _stock_mask(stock)
-    return HandState(
-        state.rules,  # rules
-        state.setup,  # setup
-        tuple(hands),  # hands
-        stock,  # stock
-        nl,  # left
-        nr,  # right
-        -1,  # turn
-        PHASE_OVER,  # phase
-        state.opener,  # opener
-        seat,  # last_player
-        state.passes,  # passes
-        plays,  # plays
-        live,  # live
-        result.scores,  # scores
-        result.bonuses,  # bonuses
-        log,  # log
-        state.choices,  # choices
-        state.first_pass_pending,  # first_pass_pending
-        result,  # result
+    return replace(
+        state,
+        hands=tuple(hands),
+        stock=stock,
+        left=nl,
+        right=nr,
+        turn=-1,
+        phase=PHASE_OVER,
+        last_player=seat,
+        plays=plays,
+        live=live,
+        scores=result.scores,
+        bonuses=result.bonuses,
+        log=log,
+        result=result,
     ), tuple(events)
 
 
@@ -838,7 +757,7 @@ def _end_hand(
     scores = list(state.scores)
     bonuses = state.bonuses
     match_winner: int | None = None
-    ordered = rules.variant == "apuesta"
+    ordered = rules.match_end == V.MATCH_FIRST_TO_TARGET
     if winner_side is not None:
         scores[winner_side] += 1 if rules.scoring == "hands" else points
         if ordered and scores[winner_side] >= rules.target:
@@ -885,7 +804,7 @@ def _end_hand(
             match_winner = pase[1]
     viajera = bool(rules.viajera and winner_side is not None and hand_value >= rules.viajera)
     if not ordered and winner_side is not None:
-        if rules.variant == "casa":
+        if rules.match_end == V.MATCH_SOLE_LEADER:
             top = max(scores)
             if top >= rules.target and scores.count(top) == 1:  # one side alone leads
                 match_winner = scores.index(top)
@@ -893,20 +812,20 @@ def _end_hand(
             match_winner = winner_side
     next_opener, next_side, priority = _next_opening(rules, opener, winner_seat, winner_side)
     result = HandResult(
-        end,  # end
-        winner_seat,  # winner_seat
-        winner_side,  # winner_side
-        (1 if rules.scoring == "hands" else points) if winner_side is not None else 0,  # points
-        bonuses,  # bonuses
-        tuple(scores),  # scores
-        next_opener,  # next_opener
-        next_side,  # next_opening_side
-        match_winner is not None,  # match_over
-        match_winner,  # match_winner_side
-        blocker,  # blocker
-        tuple(pips),  # pips
-        viajera,  # viajera
-        priority,  # next_priority
+        end=end,
+        winner_seat=winner_seat,
+        winner_side=winner_side,
+        points=(1 if rules.scoring == "hands" else points) if winner_side is not None else 0,
+        bonuses=bonuses,
+        scores=tuple(scores),
+        next_opener=next_opener,
+        next_opening_side=next_side,
+        match_over=match_winner is not None,
+        match_winner_side=match_winner,
+        blocker=blocker,
+        pips=tuple(pips),
+        viajera=viajera,
+        next_priority=priority,
     )
     return _over_state(state, hands, stock, nl, nr, events, plays, seat, result)
 
@@ -947,8 +866,8 @@ def _tranque_winner(
         ws = seat_side[_first_from(opener, n, [s for s in range(n) if seat_side[s] in tied])]
     else:
         return None, None
-    if rules.variant == "casa":
-        return seat_side.index(ws), ws  # the side's first seat
+    if rules.tranque_seat == V.TRANQUE_SEAT_FIRST:
+        return seat_side.index(ws), ws
     members = [s for s in range(n) if seat_side[s] == ws]
     best = min(pips[s] for s in members)
     return _first_from(opener, n, [s for s in members if pips[s] == best]), ws

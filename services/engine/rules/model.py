@@ -115,8 +115,8 @@ class HandSetup(msgspec.Struct, frozen=True):
 class HandState(msgspec.Struct, frozen=True):
     """One hand in progress. `log` is a cons list (event, older) of every event so far."""
 
-    # core.py builds HandSetup, HandState and HandResult positionally (hot paths, where
-    # msgspec's keyword __init__ is slow): keep their field order in step with it.
+    # core._play builds it positionally (once per play, the hot path): keep this field order
+    # in step with it.
 
     rules: RuleSet
     setup: HandSetup

@@ -10,6 +10,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
+from services.engine.rules import variants as V
 from services.engine.rules.core import apply, new_match, start_hand
 from services.engine.rules.errors import RulesError
 from services.engine.rules.model import (
@@ -49,7 +50,7 @@ def _match_already_over(rules: RuleSet, scores: list[int]) -> bool:
     reached = [s for s in range(rules.sides) if scores[s] >= rules.target]
     if not reached:
         return False
-    if rules.variant == "casa":
+    if rules.match_end == V.MATCH_SOLE_LEADER:
         top = max(scores[s] for s in reached)
         return sum(1 for s in reached if scores[s] == top) == 1
     return True

@@ -26,9 +26,16 @@ TRANQUE_LOWEST_SIDE = "lowest_side"  # casa, apuesta: lowest side total
 TIE_OPENER = "opener"  # the opener's seat/side wins it
 TIE_NOBODY_OTHER_OPENS = "nobody_other_opens"
 TIE_NOBODY_ROTATE = "nobody_rotate"
+# Which seat of the side with the lowest total wins a tranque (TRANQUE_LOWEST_SIDE).
+TRANQUE_SEAT_LOWEST = "lowest"  # apuesta: the side's seat with the fewest pips
+TRANQUE_SEAT_FIRST = "first"  # casa: the side's first seat
 # Which hands a winner collects.
 COLLECT_ALL = "all"
 COLLECT_RIVALS = "rivals"
+# When the match (partida) is won.
+MATCH_WINNER_REACHES = "winner_reaches"  # the hand's winner reaches the target (or viajera)
+MATCH_FIRST_TO_TARGET = "first_to_target"  # apuesta: whoever reaches it first, point by point
+MATCH_SOLE_LEADER = "sole_leader"  # casa: a side at or over the target leads alone
 
 
 class RuleSet(msgspec.Struct, frozen=True):
@@ -48,6 +55,7 @@ class RuleSet(msgspec.Struct, frozen=True):
     tranque_detect: str
     tranque_winner: str
     tranque_tie: str
+    tranque_seat: str
     domino_collect: str
     tranque_collect: str
     capicua: str  # "none" | "bonus" | "double"
@@ -65,6 +73,12 @@ class RuleSet(msgspec.Struct, frozen=True):
     redeal_doubles: int  # 0: no redeal right
     viajera: int  # 0: no viajera
     series_best_of: int
+    match_end: str
+    # Table timing, for the engine (0: none). After `turn_timeout_ms` on turn the engine plays
+    # the seat's heaviest tile (apuesta); after `claim_after_ms` the other side may claim the
+    # match (dominicana, unless the match is played turn by turn).
+    turn_timeout_ms: int
+    claim_after_ms: int
 
     @property
     def sides(self) -> int:
@@ -264,6 +278,10 @@ def _base(**kw: Any) -> RuleSet:
         "redeal_doubles": 0,
         "viajera": 0,
         "series_best_of": 1,
+        "match_end": MATCH_WINNER_REACHES,
+        "tranque_seat": TRANQUE_SEAT_LOWEST,
+        "turn_timeout_ms": 0,
+        "claim_after_ms": 0,
     }
     fields.update(kw)
     return RuleSet(**fields)
@@ -291,6 +309,7 @@ def _dominicana(o: dict[str, Any]) -> RuleSet:
         pase_corrido_points=25 if pairs else 0,
         pase_salida_points=25 if pairs else 0,
         pase_cap_at_target=True,
+        claim_after_ms=120_000,  # "2 minutos sin jugar"
     )
 
 
@@ -363,6 +382,7 @@ def _casa(o: dict[str, Any]) -> RuleSet:
         tranque_detect=TRANQUE_PASSES,
         tranque_winner=TRANQUE_LOWEST_SIDE,
         tranque_tie=TIE_NOBODY_ROTATE,
+        tranque_seat=TRANQUE_SEAT_FIRST,
         domino_collect=COLLECT_RIVALS,
         tranque_collect=COLLECT_RIVALS,
         capicua="bonus",
@@ -370,6 +390,7 @@ def _casa(o: dict[str, Any]) -> RuleSet:
         pase_style="casa",
         pase_corrido_points=corrido,
         tranque_bonus=tranque_bonus,
+        match_end=MATCH_SOLE_LEADER,
     )
 
 
@@ -393,4 +414,6 @@ def _apuesta(o: dict[str, Any]) -> RuleSet:
         pase_points=25,
         pase_corrido_points=30 if seats > 2 else 0,
         bonuses_win=True,
+        match_end=MATCH_FIRST_TO_TARGET,
+        turn_timeout_ms=25_000,  # "25 segundos por turno", then "el juego juega una ficha"
     )

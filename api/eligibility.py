@@ -1,0 +1,164 @@
+"""The one check before a player is seated or his money is held: `check_may_sit`.
+
+Every gateway path that seats a player or asks for a hold on his wallet (quick join, private
+table, join by code, CPU tables, an accepted invitation, and any later rematch) calls it for
+each player it seats, just before asking matchmaking. It checks, in order:
+
+1. consent: the acting user is the player himself, or the player is one side of an invitation
+   that the invitee is accepting in his own session (the inviter named the partner in his);
+2. the player exists and has the `player` role;
+3. the account is not locked (locked players sit nowhere, free tables included);
+4. at paid tiers: not self-excluded, not cooling off, within his limits, and his ledger
+   balance covers the stake.
+
+Refusals are 403 with a machine-readable code. When the refused player is not the acting user,
+the code is `partner_unavailable` whatever the reason, so nobody learns another player's
+account status or balance.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from api import accounts
+from api.accounts import User
+from api.backends import Backends, call
+from services.common.errors import ServiceError
+from services.common.http import InternalClient
+from services.ledger.contract import WalletBalance
+from services.matchmaking.contract import KindList
+
+FREE_TIER = "free"
+
+
+class Invitation(Protocol):
+    """What the consent rule needs from an invitation (api.invitations.Invitation)."""
+
+    @property
+    def inviter(self) -> str: ...
+
+    @property
+    def invitee(self) -> str: ...
+
+
+def is_paid(tier: str | None) -> bool:
+    """`None` is a private table joined by code, whose tier only matchmaking knows: paid."""
+    return tier != FREE_TIER
+
+
+def is_cooling_off(user: User, now: datetime) -> bool:
+    """Hook: a cooling-off period (a short break from paid play) is not an account status yet."""
+    del user, now
+    return False
+
+
+def exceeds_limits(user: User, stake_cents: int | None) -> bool:
+    """Hook: deposit, loss or stake limits set by the player do not exist yet."""
+    del user, stake_cents
+    return False
+
+
+def account_refusal(user: User, tier: str | None, now: datetime | None = None) -> str | None:
+    """Why this account may not sit at `tier` (a refusal code), or None; no I/O."""
+    moment = now or datetime.now(UTC)
+    if user.role != "player":
+        return "not_a_player"
+    if user.status == "locked":
+        return "account_locked"
+    if user.status not in ("active", "self_excluded"):
+        return "account_locked"
+    if not is_paid(tier):
+        return None
+    if not user.may_play_paid(moment):
+        return "self_excluded"
+    if is_cooling_off(user, moment):
+        return "cooling_off"
+    return None
+
+
+_DETAILS = {
+    "not_a_player": "only players sit at tables",
+    "account_locked": "this account is locked",
+    "self_excluded": "you are self-excluded from paid tables",
+    "cooling_off": "you are cooling off from paid tables",
+    "limit_exceeded": "this stake is beyond your limits",
+    "insufficient_funds": "your balance does not cover the stake",
+    "not_your_seat": "only the player himself may take his seat",
+    "partner_unavailable": "your partner cannot sit at this table now",
+}
+
+
+def refuse(code: str, *, for_partner: bool) -> ServiceError:
+    if for_partner:
+        code = "partner_unavailable"
+    return ServiceError(403, code, _DETAILS.get(code, "you may not sit here"))
+
+
+async def wallet_balance(ledger: InternalClient, player: str) -> int:
+    """The player's available balance (holds already taken off) as the ledger reports it."""
+    try:
+        found = await call("ledger", ledger.get(f"/v1/wallets/{player}", WalletBalance))
+    except ServiceError as exc:
+        if exc.status == 404:
+            return 0
+        raise
+    return found.balance
+
+
+async def check_may_sit(
+    db: AsyncEngine,
+    backends: Backends,
+    player_id: str,
+    acting: User,
+    kind: str | None,
+    tier: str | None,
+    *,
+    invitation: Invitation | None = None,
+) -> User:
+    """Raise a 403 unless `player_id` may be seated (and held the stake) by `acting` now.
+
+    `kind` and `tier` None: a private table joined by code, whose tier only matchmaking
+    knows; it counts as paid and its balance is left to the ledger's hold, which refuses an
+    uncovered stake by itself. The account is checked before any internal call.
+    """
+    own = player_id == acting.id
+    if not own:
+        consented = (
+            invitation is not None
+            and invitation.invitee == acting.id
+            and player_id in (invitation.inviter, invitation.invitee)
+        )
+        if not consented:
+            raise refuse("not_your_seat", for_partner=False)
+    # Read again here, not taken from a session or an earlier read: a lock or a
+    # self-exclusion counts from the moment it is set.
+    user = await accounts.get_user(db, player_id)
+    if user is None:
+        raise refuse("partner_unavailable", for_partner=True)
+    code = account_refusal(user, tier)
+    if code is None and is_paid(tier):
+        stake_cents: int | None = None
+        if kind is not None and tier is not None:
+            kinds = await call("matchmaking", backends.matchmaking.get("/v1/kinds", KindList))
+            stake_cents, _pairs = stake_of(kinds, kind, tier)
+        if exceeds_limits(user, stake_cents):
+            code = "limit_exceeded"
+        elif stake_cents and await wallet_balance(backends.ledger, player_id) < stake_cents:
+            code = "insufficient_funds"
+    if code is not None:
+        raise refuse(code, for_partner=not own)
+    return user
+
+
+def stake_of(kinds: KindList, kind: str, tier: str) -> tuple[int, bool]:
+    """(stake in cents, pairs kind) of `kind` at `tier` from matchmaking's KindList."""
+    for info in kinds.kinds:
+        if info.kind == kind:
+            for offered in info.tiers:
+                if offered.tier == tier:
+                    return int(offered.stake_cents), bool(info.pairs)
+            raise ServiceError(400, "tier_not_offered", f"{kind} is not offered at {tier}")
+    raise ServiceError(404, "unknown_kind", "no such table kind")

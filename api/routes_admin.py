@@ -12,6 +12,7 @@ from api import accounts
 from api.feed import MatchFeed
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_auth import Me, me_of
+from api.routes_money import open_wallet_at_sign_up
 from api.security import require
 from services.common.errors import ServiceError
 
@@ -52,6 +53,8 @@ async def create_user(request: Request[Any, Any, Any], data: JSONBody[CreateUser
         raise ServiceError(
             409 if exc.code == "username_taken" else 400, exc.code, exc.detail
         ) from None
+    if user.role == "player":
+        await open_wallet_at_sign_up(request.app.state, user.id)
     return me_of(user)
 
 

@@ -42,11 +42,16 @@ def _deal(deal_id: str) -> str:
 
 @get("/api/history", tags=["player"], responses=READ_ERRORS)
 async def my_history(
-    request: Request[Any, Any, Any], match_id: FromQuery[str | None] = None
+    request: Request[Any, Any, Any],
+    match_id: FromQuery[str | None] = None,
+    after: OptionalSize = None,
 ) -> TranscriptList:
-    """Your finished hands (newest first), optionally of one match."""
+    """Your finished hands (newest first), optionally of one match; 100 a page (`after`: the
+    previous page's `next`)."""
     session = await require(request, "player")
     params: dict[str, Any] = {"player": session.user.id, "limit": 100}
+    if after is not None:
+        params["after"] = after
     if match_id is not None:
         if MATCH_ID_RE.match(match_id) is None:
             raise ServiceError(400, "invalid_request", "bad match id")
@@ -76,11 +81,15 @@ async def transcripts(
     request: Request[Any, Any, Any],
     match_id: FromQuery[str | None] = None,
     player: FromQuery[str | None] = None,
+    after: OptionalSize = None,
     limit: Annotated[int, Parameter(ge=1, le=200)] = 50,
 ) -> TranscriptList:
-    """Finished hands, newest first (filter by match or player)."""
+    """Finished hands, newest first (filter by match or player), a page at a time (`after`:
+    the previous page's `next`)."""
     await require(request, "auditor")
     params: dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
     if match_id is not None:
         if MATCH_ID_RE.match(match_id) is None:
             raise ServiceError(400, "invalid_request", "bad match id")

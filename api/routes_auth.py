@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from api import accounts
 from api.feed import MatchFeed
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
+from api.routes_money import open_wallet_at_sign_up
 from api.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
@@ -155,6 +156,7 @@ async def register(
         raise ServiceError(
             409 if exc.code == "username_taken" else 400, exc.code, exc.detail
         ) from None
+    await open_wallet_at_sign_up(request.app.state, user.id)
     response = await _signed_in(request, user)
     response.status_code = 201
     return response

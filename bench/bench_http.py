@@ -78,10 +78,12 @@ async def _run(url: str, port: int, client: str, callers: int, route: str) -> di
     if client == "httpx":
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
         transport = httpx.AsyncHTTPTransport(limits=limits)
-        internal = InternalClient(url, settings, "bench", transport=transport)
+        internal = InternalClient(
+            url, settings, "matchmaking", audience="ledger", transport=transport
+        )
     elif client == "internal":
-        internal = InternalClient(url, settings, "bench")
-    auth = header_value(SECRET, "bench", ttl_s=600)
+        internal = InternalClient(url, settings, "matchmaking", audience="ledger")
+    auth = header_value(SECRET, "matchmaking", "ledger", ttl_s=600)
     latencies: list[float] = []
     errors: list[str] = []
 

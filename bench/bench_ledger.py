@@ -39,6 +39,10 @@ from services.common.migrate import upgrade
 from services.common.ports import free_port, free_ports
 from services.ledger.contract import REPLICA_FILL
 
+# The ledger accepts holds from matchmaking and settlements from the engine only: the bench
+# calls as the service whose step it drives.
+BENCH_CALLER = {"hold": "matchmaking", "settle": "engine"}
+
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
 CONCURRENCY = (8, 32)
@@ -166,6 +170,10 @@ async def _setup(url: str) -> None:
         await conn.execute("GRANT USAGE ON SCHEMA bench TO mesa_app")
         await conn.execute("GRANT USAGE, SELECT, UPDATE ON SEQUENCE bench.next_match TO mesa_app")
         await conn.execute(
+            "SELECT ledger.open_wallet('bp' || n, 'USD') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
+        await conn.execute(
             "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'bp' || n, 1000000000000, 'USD', "
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,
@@ -262,7 +270,7 @@ async def _http_run(
     counter: list[int],
     client: str,
 ) -> dict[str, Any]:
-    auth = header_value(secret, "bench", ttl_s=600)
+    auth = header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600)
     latencies: list[float] = []
     errors: list[str] = []
     encode = msgspec.json.encode
@@ -277,7 +285,7 @@ async def _http_run(
                     internal_secret=secret,
                     ledger_url=",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
                 ),
-                "bench",
+                BENCH_CALLER[kind],
                 timeout_s=30,
             )
             if client == "internal"
@@ -417,7 +425,7 @@ def loadgen(
         args += ["--unix", path]
     args += [
         "--fill", str(REPLICA_FILL), "--kind", kind, "--clients", str(clients),
-        "--seconds", str(seconds), "--auth", header_value(secret, "bench", ttl_s=600),
+        "--seconds", str(seconds), "--auth", header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600),
     ]  # fmt: skip
     if kind == "settle":
         args += ["--first-match", str(counter[0] + 1), "--last-match", str(MATCHES)]

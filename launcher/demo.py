@@ -1,8 +1,8 @@
 """`mesa up --demo`: a few demo accounts with play money, so a newcomer plays within a minute.
 
 Creates four players, an auditor and a finance user through the gateway's own account code
-(schema `gateway`), deposits play money into each player's wallet through the ledger service
-(idempotent: running it again changes nothing), and prints how to sign in.
+(schema `gateway`), opens each player's wallet and deposits play money into it through the
+ledger service (idempotent: running it again changes nothing), and prints how to sign in.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from api import accounts
 from services.common.config import Settings
 from services.common.db import create_engine
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
-from services.ledger.contract import DepositRequest, EntryResult
+from services.ledger.contract import AccountOpened, DepositRequest, EntryResult, OpenAccount
 
 DEMO_PASSWORD = "mesa-demo-2026"
 DEMO_PLAYERS = ("ana", "beto", "cris", "dani")
@@ -45,6 +45,7 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
             )
             for attempt in range(20):
                 try:
+                    await ledger.post("/v1/accounts", OpenAccount(player=name), AccountOpened)
                     await ledger.post("/v1/deposits", body, EntryResult)
                     break
                 except ServiceUnavailable:

@@ -1,8 +1,10 @@
 """One factory for every service's ASGI app: health, request ids, auth, errors, database.
 
 Internal services check the service credential on every route but `/health` and `/metrics`:
-a call without a valid one is refused with 401. The public gateway passes `public=True` and
-brings its own authentication.
+a call without a valid one is refused with 401; a valid one minted for another service, or
+naming a caller the route does not declare (`services.common.auth.callers_opt`,
+`DirectRoute.callers`), with 403, and so is any call of a route that declares no callers. The
+public gateway passes `public=True` and brings its own authentication.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ from litestar.types import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from services.common.auth import AUTH_HEADER, AuthError, VerifiedTokens
+from services.common.auth import (
+    AUTH_HEADER,
+    AuthError,
+    Forbidden,
+    VerifiedTokens,
+    check_audience,
+    check_caller,
+    declared_callers,
+)
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
 from services.common.direct import (
@@ -164,12 +174,19 @@ class RequestGuard:
                 auth = value.decode("latin-1")
         return clean_request_id(raw), auth
 
-    def caller(self, path: str, auth: str | None) -> str | None:
-        """The calling service, or None where no credential is asked for; AuthError when the
-        credential is refused."""
+    def caller(
+        self, path: str, auth: str | None, allowed: frozenset[str] | None, route: str
+    ) -> str | None:
+        """The calling service, or None where no credential is asked for. AuthError (401) when
+        the credential is missing, malformed, forged or expired; Forbidden (403) when it was
+        minted for another service or names a caller not in the route's `allowed` (None: the
+        route declares no callers, and nobody may call it)."""
         if self.public or path in _UNGUARDED_PATHS:
             return None
-        return _VERIFIED.caller(self.secret, auth)
+        token = _VERIFIED.token(self.secret, auth)
+        check_audience(token, self.service)
+        check_caller(token.caller, allowed, route)
+        return token.caller
 
     def answered(self, method: str, path: str, status: int, started: float) -> None:
         """Logged before the response leaves, so a client that has its answer can rely on the
@@ -194,9 +211,11 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
 
     The credential is checked here on the raw headers rather than as a Litestar guard: a guard
     costs a copy of the route handler and a parsed header map per request, a few per cent of
-    an engine's CPU at thousands of internal calls a second. A call without a valid credential
-    is refused with 401 before its handler runs or its body is read (a direct route's body,
-    bounded by the limit, is read first: `DirectDispatch`)."""
+    an engine's CPU at thousands of internal calls a second. Litestar runs this middleware
+    after routing, so the route's handler (and its `opt`, which declares the callers) is in
+    the scope. A call without a valid credential is refused with 401, one with a credential
+    for another service or caller with 403, before its handler runs or its body is read (a
+    direct route's body, bounded by the limit, is read first: `DirectDispatch`)."""
 
     def middleware_for(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
@@ -226,10 +245,19 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                     # is a ValueError there.
                     await _refuse(scope, send_with_id, "no such path", 404)
                     return
+                handler = scope.get("route_handler")
                 try:
-                    caller = guard.caller(scope.get("path", ""), auth)
+                    caller = guard.caller(
+                        scope.get("path", ""),
+                        auth,
+                        declared_callers(getattr(handler, "opt", None)),
+                        str(scope.get("path_template") or scope.get("path", "")),
+                    )
                 except AuthError as exc:
                     await _refuse(scope, send_with_id, str(exc))
+                    return
+                except Forbidden as exc:
+                    await _refuse(scope, send_with_id, str(exc), 403)
                     return
                 if caller is not None:
                     state["caller"] = caller
@@ -251,7 +279,7 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     return middleware_for
 
 
-_REFUSAL_CODES = {401: "unauthorized", 404: "not_found"}
+_REFUSAL_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
 
 
 async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> None:
@@ -313,6 +341,8 @@ class DirectRoute(msgspec.Struct, frozen=True):
     path: re.Pattern[str]
     path_template: str
     app: JsonPost
+    # The callers the route accepts (`services.common.auth.frozen_callers`); None: nobody.
+    callers: frozenset[str] | None = None
 
 
 class DirectDispatch:
@@ -356,9 +386,11 @@ class DirectDispatch:
         status = 500
         try:
             try:
-                guard.caller(path, auth)
+                guard.caller(path, auth, route.callers, route.path_template)
             except AuthError as exc:
                 status, out = 401, error_json("unauthorized", str(exc))
+            except Forbidden as exc:
+                status, out = 403, error_json("forbidden", str(exc))
             else:
                 status, out = await route.app.answer(self.app.state, params, method, body)
             guard.answered(method, path, status, started)

@@ -27,6 +27,7 @@ from services.common.config import Settings, unix_socket_path
 from services.common.http1 import (
     DEFAULT_MAX_RESPONSE_BYTES,
     Http1Pool,
+    ResponseTooLarge,
     TransportError,
     request_target,
 )
@@ -58,6 +59,14 @@ class ServiceUnavailable(Exception):
         self.code = code
 
 
+class AnswerTooLarge(ServiceUnavailable):
+    """The callee's answer was larger than the call's `max_response_bytes`: nothing of it is
+    returned (the connection is closed rather than read to the end)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "response_too_large")
+
+
 # A match id in an internal path; requests about one match go to the replica that owns it.
 _MATCH_PATH = re.compile(r"^/internal/matches/([^/?]+)")
 # Remembered owners per match, bounded (oldest forgotten first).
@@ -86,6 +95,7 @@ class InternalClient:
             settings.url_of(service),
             settings,
             caller,
+            audience=service,
             fill_first=FILL_FIRST.get(service),
             **options,
         )
@@ -96,6 +106,7 @@ class InternalClient:
         settings: Settings,
         caller: str,
         *,
+        audience: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
@@ -105,11 +116,17 @@ class InternalClient:
         """`base_url`: one base URL, or several comma-separated ones for replicas. Replicas are
         engine processes, each owning its matches (`_routed`), unless `fill_first` is given:
         then any replica answers any request, and each request goes to the first replica
-        with fewer than `fill_first` of this client's requests in flight (`_filled`)."""
+        with fewer than `fill_first` of this client's requests in flight (`_filled`).
+        `caller` and `audience` (the callee's service name) are what its tokens name;
+        `max_response_bytes` is the default limit of an answer's body (a call may set its
+        own)."""
         if fill_first is not None and fill_first < 1:
             raise ValueError("fill_first must be at least 1")
-        self._tokens = TokenCache(settings.internal_secret, caller, settings.internal_token_ttl_s)
+        self._tokens = TokenCache(
+            settings.internal_secret, caller, audience, settings.internal_token_ttl_s
+        )
         self._timeout_s = timeout_s
+        self._max_response_bytes = max_response_bytes
         self._pool: Http1Pool | None = None
         self._client: httpx.AsyncClient | None = None
         self._replicas: list[InternalClient] = []
@@ -123,6 +140,7 @@ class InternalClient:
                     u,
                     settings,
                     caller,
+                    audience=audience,
                     timeout_s=timeout_s,
                     max_connections=max_connections,
                     max_response_bytes=max_response_bytes,
@@ -190,14 +208,18 @@ class InternalClient:
         response_type: type[T],
         body: Any = None,
         params: dict[str, Any] | None = None,
+        max_response_bytes: int | None = None,
     ) -> T:
+        """`max_response_bytes`: this call's limit on the answer's body (default: the
+        client's); a larger answer raises AnswerTooLarge."""
+        limit = self._max_response_bytes if max_response_bytes is None else max_response_bytes
         if self._replicas:
             if self._fill_first is not None:
-                return await self._filled(method, path, response_type, body, params)
-            return await self._routed(method, path, response_type, body, params)
+                return await self._filled(method, path, response_type, body, params, limit)
+            return await self._routed(method, path, response_type, body, params, limit)
         content = msgspec.json.encode(body) if body is not None else None
         if self._pool is None:
-            return await self._request_httpx(method, path, response_type, content, params)
+            return await self._request_httpx(method, path, response_type, content, params, limit)
         target = request_target(self._prefix, path, params)
         head = (
             f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n"
@@ -212,7 +234,9 @@ class InternalClient:
         else:
             data = f"{head}Content-Length: 0\r\n\r\n".encode()
         try:
-            status, payload = await self._pool.request(data, self._timeout_s)
+            status, payload = await self._pool.request(data, self._timeout_s, limit)
+        except ResponseTooLarge as exc:
+            raise AnswerTooLarge(f"{method} {path}: {exc}") from exc
         except TransportError as exc:
             raise ServiceUnavailable(f"{method} {path}: {exc.kind}") from exc
         return _result(method, path, status, payload, response_type)
@@ -224,16 +248,26 @@ class InternalClient:
         response_type: type[T],
         content: bytes | None,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         if self._client is None:
             raise ServiceUnavailable(f"{method} {path}: no transport")
         try:
-            response = await self._client.request(
+            async with self._client.stream(
                 method, path, content=content, params=params, headers=self._headers()
-            )
+            ) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise AnswerTooLarge(
+                            f"{method} {path}: response body over the limit of {limit} bytes"
+                        )
+                    chunks.append(chunk)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
-        return _result(method, path, response.status_code, response.content, response_type)
+        return _result(method, path, response.status_code, b"".join(chunks), response_type)
 
     async def _routed(
         self,
@@ -242,6 +276,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         """Send a request about one match to the replica that owns it.
 
@@ -260,7 +295,7 @@ class InternalClient:
         else:
             first = zlib.crc32(str(match_id).encode()) % n
         index, result = await self._first_answer(
-            first, ("not_owner", "unreachable"), method, path, response_type, body, params
+            first, ("not_owner", "unreachable"), method, path, response_type, body, params, limit
         )
         if match_id is not None:
             self._owners[match_id] = index
@@ -276,6 +311,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         """Send a request to the first replica with fewer than `fill_first` of this client's
         requests in flight, or else to the one with the fewest; one that cannot be reached is
@@ -295,7 +331,7 @@ class InternalClient:
         if first is None:
             first = min(range(n), key=loads.__getitem__)
         _, result = await self._first_answer(
-            first, ("unreachable",), method, path, response_type, body, params, loads
+            first, ("unreachable",), method, path, response_type, body, params, limit, loads
         )
         return result
 
@@ -308,6 +344,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
         loads: list[int] | None = None,
     ) -> tuple[int, T]:
         """The first replica's answer, from `first` on in turn, skipping those refused with a
@@ -321,7 +358,7 @@ class InternalClient:
                 loads[index] += 1
             try:
                 return index, await self._replicas[index].request(
-                    method, path, response_type, body, params
+                    method, path, response_type, body, params, limit
                 )
             except ServiceUnavailable as exc:
                 if exc.code not in skip:
@@ -335,12 +372,23 @@ class InternalClient:
         raise last_error
 
     async def get(
-        self, path: str, response_type: type[T], params: dict[str, Any] | None = None
+        self,
+        path: str,
+        response_type: type[T],
+        params: dict[str, Any] | None = None,
+        *,
+        max_response_bytes: int | None = None,
     ) -> T:
-        return await self.request("GET", path, response_type, params=params)
+        return await self.request(
+            "GET", path, response_type, params=params, max_response_bytes=max_response_bytes
+        )
 
-    async def post(self, path: str, body: Any, response_type: type[T]) -> T:
-        return await self.request("POST", path, response_type, body=body)
+    async def post(
+        self, path: str, body: Any, response_type: type[T], *, max_response_bytes: int | None = None
+    ) -> T:
+        return await self.request(
+            "POST", path, response_type, body=body, max_response_bytes=max_response_bytes
+        )
 
 
 def _result(method: str, path: str, status: int, content: bytes, response_type: type[T]) -> T:

@@ -7,8 +7,9 @@ calls need: one base URL (host and port), requests written in one `write`, respo
 by `httptools` (the C parser uvicorn uses) with a Content-Length or chunked body.
 
 Bounded everywhere: at most `max_connections` sockets (callers beyond that wait in FIFO order
-within their timeout), at most `MAX_HEADERS` response headers in `MAX_HEADER_BYTES`, and a body
-of at most `max_response_bytes`. One deadline covers the whole request (pool wait, connect,
+within their timeout), at most `MAX_HEADERS` response headers in `MAX_HEADER_BYTES` (the status
+line and headers only), and a body of at most the request's `max_body_bytes` (its own limit,
+the pool's `max_response_bytes` by default): a body above it fails with `ResponseTooLarge`. One deadline covers the whole request (pool wait, connect,
 write, response), and the connect alone is capped by `CONNECT_TIMEOUT_S`.
 
 A connection goes back to the pool only after a complete response that allows keep-alive;
@@ -29,7 +30,9 @@ import httptools
 
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 64 * 1024
-DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+# Large enough for the largest answer a contract allows (a page of a report, a statement page,
+# a page of log leaves: each a few MiB at most); a body above it is refused, not buffered.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 # Below uvicorn's default keep-alive timeout (5 s): an idle connection is dropped by us first.
 IDLE_TIMEOUT_S = 4.0
 CONNECT_TIMEOUT_S = 5.0
@@ -44,6 +47,15 @@ class TransportError(Exception):
     def __init__(self, kind: str, detail: str = "") -> None:
         super().__init__(f"{kind}: {detail}" if detail else kind)
         self.kind = kind
+
+
+class ResponseTooLarge(TransportError):
+    """The response's body is larger than the request's limit (its Content-Length said so, or
+    the bytes received went past it); the connection is closed, not reused."""
+
+    def __init__(self, limit: int, detail: str) -> None:
+        super().__init__("ResponseTooLarge", detail)
+        self.limit = limit
 
 
 class _NoResponse(Exception):
@@ -92,7 +104,9 @@ class _Connection:
         "chunks",
         "size",
         "headers",
+        "header_bytes",
         "headers_done",
+        "too_large",
         "complete",
         "keep_alive",
         "extra",
@@ -115,7 +129,9 @@ class _Connection:
         self.chunks: list[bytes] = []
         self.size = 0
         self.headers = 0
+        self.header_bytes = 0
         self.headers_done = False
+        self.too_large = False
         self.complete = False
         self.keep_alive = False
         self.extra = False
@@ -131,13 +147,18 @@ class _Connection:
         if self.headers > MAX_HEADERS:
             self.error = "too many response headers"
             raise ValueError(self.error)
+        self.header_bytes += len(name) + len(value) + 4
+        if self.header_bytes > MAX_HEADER_BYTES:
+            self.error = "response headers too large"
+            raise ValueError(self.error)
         if len(name) == 14 and name.lower() == b"content-length":
             try:
                 length = int(value)
             except ValueError:
                 length = -1
             if length > self.max_body:
-                self.error = f"response too large ({length} bytes)"
+                self.too_large = True
+                self.error = f"response body of {length} bytes, over the limit of {self.max_body}"
                 raise ValueError(self.error)
 
     def on_headers_complete(self) -> None:
@@ -150,7 +171,8 @@ class _Connection:
             return
         self.size += len(body)
         if self.size > self.max_body:
-            self.error = f"response too large (over {self.max_body} bytes)"
+            self.too_large = True
+            self.error = f"response body over the limit of {self.max_body} bytes"
             raise ValueError(self.error)
         self.chunks.append(body)
 
@@ -159,7 +181,7 @@ class _Connection:
             return
         if self.status < 200:  # an interim response (100 Continue): the real one follows
             self.chunks.clear()
-            self.size = self.headers = 0
+            self.size = self.headers = self.header_bytes = 0
             self.headers_done = False
             return
         self.keep_alive = self.parser.should_keep_alive()
@@ -178,8 +200,9 @@ class _Connection:
             and not self.writer.is_closing()
         )
 
-    async def exchange(self, data: bytes) -> tuple[int, bytes]:
+    async def exchange(self, data: bytes, max_body: int) -> tuple[int, bytes]:
         self._reset()
+        self.max_body = max_body
         self.writer.write(data)
         if self.writer.transport.get_write_buffer_size():
             await self.writer.drain()
@@ -198,12 +221,17 @@ class _Connection:
                     raise _NoResponse
                 raise TransportError("RemoteProtocolError", "connection closed mid-response")
             received += len(chunk)
-            if not self.headers_done and received > MAX_HEADER_BYTES:
-                raise TransportError("RemoteProtocolError", "response headers too large")
             try:
                 feed(chunk)
             except httptools.HttpParserError as exc:
+                if self.too_large:
+                    raise ResponseTooLarge(self.max_body, self.error) from None
                 raise TransportError("RemoteProtocolError", self.error or str(exc)) from exc
+            # Only the bytes before the end of the headers count against their limit (a read
+            # carries the body's first bytes with them); a head that never ends is cut off here,
+            # each header's own size in `on_header`.
+            if not self.headers_done and received > MAX_HEADER_BYTES:
+                raise TransportError("RemoteProtocolError", "response headers too large")
         body = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
         return self.status, body
 
@@ -240,8 +268,12 @@ class Http1Pool:
         self._closed = False
         self.connections_opened = 0
 
-    async def request(self, data: bytes, timeout_s: float) -> tuple[int, bytes]:
-        """Send one complete request (head and body) and return (status, body)."""
+    async def request(
+        self, data: bytes, timeout_s: float, max_body_bytes: int | None = None
+    ) -> tuple[int, bytes]:
+        """Send one complete request (head and body) and return (status, body); a body over
+        `max_body_bytes` (default: the pool's `max_response_bytes`) raises ResponseTooLarge."""
+        max_body = self.max_response_bytes if max_body_bytes is None else max_body_bytes
         if self._closed:
             raise TransportError("ClientClosed", "the client has been closed")
         loop = asyncio.get_running_loop()
@@ -261,7 +293,7 @@ class Http1Pool:
                     conn = self._take_idle() or await self._connect()
                     phase = "ReadTimeout"
                     try:
-                        return await conn.exchange(data)
+                        return await conn.exchange(data, max_body)
                     except _NoResponse:
                         if not conn.reused:
                             raise TransportError(
@@ -277,7 +309,7 @@ class Http1Pool:
                     conn = await self._connect()
                     phase = "ReadTimeout"
                     try:
-                        return await conn.exchange(data)
+                        return await conn.exchange(data, max_body)
                     except _NoResponse:
                         raise TransportError(
                             "RemoteProtocolError", "closed without response"

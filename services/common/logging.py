@@ -50,8 +50,13 @@ _SAFE_KEYS = frozenset({"event", "level", "timestamp", "service", "request_id", 
 _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # Authorization schemes: the public API's bearer tokens, the services' credential.
     (re.compile(r"(?i)\b(bearer|mesaservice)(\s+)[^\s'\",;)}\]]+"), rf"\1\2{REDACTED}"),
-    # A service token on its own: v1.<caller>.<expires ms>.<hex hmac>.
+    # A service token on its own: v1.<caller>.<expires ms>.<hex hmac>, or
+    # v2.<caller>.<audience>.<expires ms>.<hex hmac> (services/common/auth.py).
     (re.compile(r"\bv1\.([a-z][a-z0-9_-]{0,31})\.\d+\.[0-9a-fA-F]+"), rf"v1.\1.{REDACTED}"),
+    (
+        re.compile(r"\bv2\.([a-z][a-z0-9_-]{0,31}\.[a-z][a-z0-9_-]{0,31})\.\d+\.[0-9a-fA-F]+"),
+        rf"v2.\1.{REDACTED}",
+    ),
     # The page's cookies wherever they appear (Cookie / Set-Cookie headers, reprs).
     (re.compile(r"(?i)\b(mesa_session|mesa_csrf)=[^\s;'\",)}\]]*"), rf"\1={REDACTED}"),
     # The password in a database URL.
@@ -77,6 +82,7 @@ _TRIGGERS = (
     "bearer",
     "mesaservice",
     "v1.",
+    "v2.",
     "mesa_",
     "://",
     "authoriz",

@@ -12,6 +12,7 @@ from litestar.params import FromPath, JSONBody, Parameter
 
 from fairness.keys import load_operator_key
 from services.common.app import DirectRoute, create_service_app
+from services.common.auth import GATEWAY, MATCHMAKING, callers_opt, frozen_callers
 from services.common.config import Settings
 from services.common.direct import JsonPost
 from services.common.logging import get_logger
@@ -44,27 +45,32 @@ def _engine(state: State) -> Engine:
     return engine
 
 
-@post("/internal/matches", status_code=200)
+# Matches are created by matchmaking; played and read by the gateway (matchmaking reads a
+# match's state to see whether it is over).
+PLAYERS = callers_opt(GATEWAY)
+
+
+@post("/internal/matches", status_code=200, opt=callers_opt(MATCHMAKING))
 async def create_match(state: State, data: JSONBody[CreateMatch]) -> MatchCreated:
     return await _engine(state).create(data)
 
 
-@get("/internal/matches/{match_id:str}")
+@get("/internal/matches/{match_id:str}", opt=callers_opt(GATEWAY, MATCHMAKING))
 async def match_state(state: State, match_id: FromPath[str]) -> PublicMatchState:
     return await _engine(state).public_state(match_id)
 
 
-@get("/internal/matches/{match_id:str}/result")
+@get("/internal/matches/{match_id:str}/result", opt=PLAYERS)
 async def match_result(state: State, match_id: FromPath[str]) -> MatchResult:
     return await _engine(state).result(match_id)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/view")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/view", opt=PLAYERS)
 async def seat_view(state: State, match_id: FromPath[str], seat: FromPath[int]) -> SeatSnapshot:
     return await _engine(state).snapshot(match_id, seat)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/events")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/events", opt=PLAYERS)
 async def seat_events(
     state: State,
     match_id: FromPath[str],
@@ -76,7 +82,7 @@ async def seat_events(
     return await _engine(state).events(match_id, seat, after, wait_ms, limit)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/feed")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/feed", opt=PLAYERS)
 async def seat_feed(
     state: State,
     match_id: FromPath[str],
@@ -112,9 +118,17 @@ seat_feeds = JsonPost(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
 _MATCH = r"/internal/matches/(?P<match_id>[^/]+)"
 DIRECT_ROUTES = (
     DirectRoute(
-        re.compile(_MATCH + "/actions"), "/internal/matches/{match_id}/actions", submit_action
+        re.compile(_MATCH + "/actions"),
+        "/internal/matches/{match_id}/actions",
+        submit_action,
+        frozen_callers([GATEWAY]),
     ),
-    DirectRoute(re.compile(_MATCH + "/feeds"), "/internal/matches/{match_id}/feeds", seat_feeds),
+    DirectRoute(
+        re.compile(_MATCH + "/feeds"),
+        "/internal/matches/{match_id}/feeds",
+        seat_feeds,
+        frozen_callers([GATEWAY]),
+    ),
 )
 
 

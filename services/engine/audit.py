@@ -23,6 +23,7 @@ from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
 from fairness.shuffle import deal as shuffle_deal
 from fairness.transcript import TRANSCRIPT_FORMAT, Transcript
+from services.common.auth import GATEWAY, callers_opt
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     MAX_LEAVES_PAGE,
@@ -49,6 +50,8 @@ Size = Annotated[int, Parameter(ge=0, le=2**40)]
 # Hands still in play are not orphans: only commitments older than this are reported.
 ORPHAN_GRACE = timedelta(hours=1)
 MAX_EVENT_PAGES = 200
+# Auditors and players read the log through the gateway, which checks their role.
+AUDIT_READERS = callers_opt(GATEWAY)
 
 
 def _store(state: State) -> LogStore:
@@ -87,14 +90,16 @@ def _summary(idx: int, data: bytes, closed: bool) -> TranscriptSummary:
     )
 
 
-@get("/internal/audit/transcripts")
+@get("/internal/audit/transcripts", opt=AUDIT_READERS)
 async def list_transcripts(
     state: State,
     match_id: FromQuery[str | None] = None,
     player: FromQuery[str | None] = None,
+    after: Annotated[int | None, Parameter(ge=0, le=2**40)] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_TRANSCRIPTS_PAGE)] = 50,
 ) -> TranscriptList:
-    """Finished hands (a result record follows the commitment), newest first."""
+    """Finished hands (a result record follows the commitment), newest first; a page at a
+    time: those below leaf index `after` (`next` of the previous page)."""
     if match_id is not None and MATCH_ID_RE.match(match_id) is None:
         raise ServiceError(400, "invalid_request", "bad match id")
     if player is not None and PLAYER_RE.match(player) is None:
@@ -114,18 +119,22 @@ async def list_transcripts(
                     "           = :match)"
                     "   AND (CAST(:seats AS text) IS NULL"
                     "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST(:seats AS jsonb))"
+                    "   AND (CAST(:after AS bigint) IS NULL OR c.idx < :after)"
                     " ORDER BY c.idx DESC LIMIT :limit"
                 ),
                 {
                     "prefix": None if match_id is None else match_id.replace("%", "") + "/%",
                     "match": match_id,
                     "seats": seats_filter,
-                    "limit": limit,
+                    "after": after,
+                    "limit": limit + 1,
                 },
             )
         ).all()
+    page = rows[:limit]
     return TranscriptList(
-        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in rows]
+        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in page],
+        next=int(page[-1].idx) if len(rows) > limit else None,
     )
 
 
@@ -219,7 +228,7 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
     return doc
 
 
-@get("/internal/audit/transcripts/{deal_id:path}")
+@get("/internal/audit/transcripts/{deal_id:path}", opt=AUDIT_READERS)
 async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     """The hand's transcript (docs/fairness.md section 6), once the hand is over."""
     deal = _deal(deal_id)
@@ -231,7 +240,7 @@ async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     return msgspec.to_builtins(doc)
 
 
-@get("/internal/audit/checkpoint")
+@get("/internal/audit/checkpoint", opt=AUDIT_READERS)
 async def latest_checkpoint(state: State) -> SignedEnvelope:
     cp = await _store(state).latest_checkpoint()
     if cp is None:
@@ -239,7 +248,7 @@ async def latest_checkpoint(state: State) -> SignedEnvelope:
     return SignedEnvelope(record=cp["record"], signature=str(cp["signature"]))
 
 
-@get("/internal/audit/proofs/inclusion")
+@get("/internal/audit/proofs/inclusion", opt=AUDIT_READERS)
 async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> InclusionProof:
     try:
         size, path = await _store(state).inclusion_proof(leaf_index, tree_size)
@@ -248,7 +257,7 @@ async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> In
     return InclusionProof(leaf_index=leaf_index, tree_size=size, path=[p.hex() for p in path])
 
 
-@get("/internal/audit/proofs/deal/{deal_id:path}")
+@get("/internal/audit/proofs/deal/{deal_id:path}", opt=AUDIT_READERS)
 async def deal_proof(
     state: State, deal_id: FromPath[str], tree_size: FromQuery[Size | None] = None
 ) -> InclusionProof:
@@ -270,7 +279,7 @@ async def deal_proof(
     )
 
 
-@get("/internal/audit/proofs/consistency")
+@get("/internal/audit/proofs/consistency", opt=AUDIT_READERS)
 async def consistency_proof(state: State, first: Size, second: Size) -> ConsistencyProof:
     try:
         path = await _store(state).consistency_proof(first, second)
@@ -279,7 +288,7 @@ async def consistency_proof(state: State, first: Size, second: Size) -> Consiste
     return ConsistencyProof(first=first, second=second, path=[p.hex() for p in path])
 
 
-@get("/internal/audit/keys")
+@get("/internal/audit/keys", opt=AUDIT_READERS)
 async def public_keys(state: State) -> KeyList:
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -296,7 +305,7 @@ async def public_keys(state: State) -> KeyList:
     return KeyList(keys=out)
 
 
-@get("/internal/audit/orphans")
+@get("/internal/audit/orphans", opt=AUDIT_READERS)
 async def orphans(state: State) -> OrphanList:
     found = await _store(state).orphans(older_than=datetime.now(UTC) - ORPHAN_GRACE)
     return OrphanList(
@@ -312,7 +321,7 @@ async def orphans(state: State) -> OrphanList:
     )
 
 
-@get("/internal/audit/leaves")
+@get("/internal/audit/leaves", opt=AUDIT_READERS)
 async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     if end < start or end - start > MAX_LEAVES_PAGE:
         raise ServiceError(400, "bad_range", f"0 <= end - start <= {MAX_LEAVES_PAGE}")
@@ -322,6 +331,7 @@ async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     return LeafList(
         tree_size=size,
         leaves=[LeafOut(index=i, type=t, leaf_data=d.hex()) for i, t, d in rows],
+        next=end if end < size else None,
     )
 
 

@@ -14,12 +14,12 @@ import datetime as dt
 import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from litestar import Litestar, MediaType, Response, get
+from litestar import Litestar, MediaType, Response, get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -28,6 +28,14 @@ from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
 from services.common.app import DirectRoute, create_service_app
+from services.common.auth import (
+    CASHIER,
+    ENGINE,
+    GATEWAY,
+    MATCHMAKING,
+    callers_opt,
+    frozen_callers,
+)
 from services.common.config import Settings
 from services.common.direct import JsonPost
 from services.common.errors import ServiceError
@@ -40,8 +48,12 @@ from services.common.metrics import (
     child,
 )
 from services.ledger.contract import (
+    MAX_JOURNAL_PAGE,
+    MAX_STATEMENT_PAGE,
+    AccountOpened,
     DepositRequest,
     HoldRequest,
+    OpenAccount,
     ReleaseRequest,
     ReversalRequest,
     SettleMatchRequest,
@@ -172,25 +184,50 @@ async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -
     return await _post(state, "void", args)
 
 
-def _direct(path: str, kind: type[Any], handler: Any) -> DirectRoute:
+def _direct(path: str, kind: type[Any], handler: Any, *callers: str) -> DirectRoute:
     # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
     decoder = msgspec.json.Decoder(kind)
-    return DirectRoute(re.compile(re.escape(path)), path, JsonPost(decoder, handler))
+    return DirectRoute(
+        re.compile(re.escape(path)), path, JsonPost(decoder, handler), frozen_callers(callers)
+    )
 
 
+# Who may move money which way: the cashier's movements come from the gateway's finance
+# screens and the cashier tools; a table's money from the service that runs that step.
 DIRECT_ROUTES = (
-    _direct("/v1/deposits", DepositRequest, _deposit),
-    _direct("/v1/withdrawals", WithdrawRequest, _withdraw),
-    _direct("/v1/reversals", ReversalRequest, _reverse),
-    _direct("/v1/holds", HoldRequest, _hold),
-    _direct("/v1/holds/release", ReleaseRequest, _release),
-    _direct("/v1/matches/start", StartMatchRequest, _start_match),
-    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match),
-    _direct("/v1/matches/void", VoidMatchRequest, _void_match),
+    _direct("/v1/deposits", DepositRequest, _deposit, GATEWAY, CASHIER),
+    _direct("/v1/withdrawals", WithdrawRequest, _withdraw, GATEWAY, CASHIER),
+    _direct("/v1/reversals", ReversalRequest, _reverse, GATEWAY, CASHIER),
+    _direct("/v1/holds", HoldRequest, _hold, MATCHMAKING),
+    _direct("/v1/holds/release", ReleaseRequest, _release, MATCHMAKING),
+    _direct("/v1/matches/start", StartMatchRequest, _start_match, MATCHMAKING),
+    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match, ENGINE),
+    _direct("/v1/matches/void", VoidMatchRequest, _void_match, ENGINE, MATCHMAKING),
 )
+# Reads: the gateway's player and finance screens (and the cashier tools, a wallet).
+WALLET_READERS = callers_opt(GATEWAY, CASHIER)
+REPORT_READERS = callers_opt(GATEWAY)
 
 
-@get("/v1/wallets/{player:str}")
+@post("/v1/accounts", status_code=200, opt=callers_opt(GATEWAY, CASHIER))
+async def open_account(state: State, data: JSONBody[OpenAccount]) -> AccountOpened:
+    """Open a player's wallet (the gateway, when a player registers); idempotent."""
+    try:
+        opened = await _ledger(state).open_wallet(data.player, data.currency)
+    except LedgerError as exc:
+        if exc.status >= 500:
+            log.error("ledger_error", code=exc.code, detail=exc.detail, operation="open_wallet")
+            raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
+        raise ServiceError(exc.status, exc.code, exc.detail) from None
+    return AccountOpened(
+        player=opened.player,
+        account=opened.account,
+        currency=opened.currency,
+        opened=opened.opened,
+    )
+
+
+@get("/v1/wallets/{player:str}", opt=WALLET_READERS)
 async def wallet(player: FromPath[str], state: State) -> WalletBalance:
     found = await _ledger(state).wallet_balance(player)
     if found is None:
@@ -235,7 +272,7 @@ def _rows(rows: list[dict[str, Any]], fmt: str) -> Response[Any]:
     return _json(reports.to_json(rows))
 
 
-@get("/v1/reports/trial-balance")
+@get("/v1/reports/trial-balance", opt=REPORT_READERS)
 async def trial_balance_report(
     state: State, at: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
@@ -247,7 +284,7 @@ async def trial_balance_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/pots")
+@get("/v1/reports/pots", opt=REPORT_READERS)
 async def pots_report(
     state: State, status: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
@@ -258,7 +295,7 @@ async def pots_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/commission")
+@get("/v1/reports/commission", opt=REPORT_READERS)
 async def commission_report(
     state: State,
     by: FromQuery[str] = "day,tier,variant",
@@ -276,17 +313,25 @@ async def commission_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/statements/{player:str}")
+@get("/v1/reports/statements/{player:str}", opt=REPORT_READERS)
 async def statement_report(
     player: FromPath[str],
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_STATEMENT_PAGE)] = MAX_STATEMENT_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of the wallet's lines after version `after` (`next`: the page after)."""
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.statement(
-            conn, player, _parse_time("since", since), _parse_time("until", until)
+            conn,
+            player,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=after,
+            limit=limit,
         )
     if report is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
@@ -295,7 +340,7 @@ async def statement_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/balance")
+@get("/v1/reports/balance", opt=REPORT_READERS)
 async def balance_report(
     state: State, account: FromQuery[str], at: FromQuery[str]
 ) -> Response[Any]:
@@ -309,26 +354,54 @@ async def balance_report(
     return _json(reports.to_json({"account": account, "at": when, "balance": balance}))
 
 
-@get("/v1/reports/journal")
+def _journal_cursor(raw: str | None) -> tuple[int, int]:
+    if raw is None or raw == "":
+        return (0, 0)
+    entry, _, leg = raw.partition(":")
+    if not (entry.isdigit() and leg.isdigit() and len(entry) <= 18 and len(leg) <= 4):
+        raise ServiceError(400, "invalid_cursor", "after is ENTRY:LEG (a page's next)")
+    return int(entry), int(leg)
+
+
+@get("/v1/reports/journal", opt=REPORT_READERS)
 async def journal_report(
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: FromQuery[str | None] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_JOURNAL_PAGE)] = MAX_JOURNAL_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of postings after `after` (ENTRY:LEG), as {rows, next} or as CSV rows."""
+    cursor = _journal_cursor(after)
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.journal(conn, _parse_time("since", since), _parse_time("until", until))
-    return _rows(rows, format)
+        rows = await reports.journal(
+            conn,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=cursor,
+            limit=limit + 1,
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if format == "csv":
+        return Response(reports.to_csv(rows, list(reports.JOURNAL_COLUMNS)), media_type="text/csv")
+    if format != "json":
+        raise ServiceError(400, "invalid_format", "format must be json or csv")
+    last = rows[-1] if rows else None
+    page = {"rows": rows, "next": f"{last['entry_id']}:{last['leg']}" if more and last else None}
+    # compact: a page is read by a program (the gateway's export), not by a person
+    return Response(msgspec.json.encode(page), media_type=MediaType.JSON)
 
 
-@get("/v1/reports/reconcile")
+@get("/v1/reports/reconcile", opt=REPORT_READERS)
 async def reconcile_report(state: State, date: FromQuery[str | None] = None) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.reconcile(conn, _parse_date("date", date))
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/chain")
+@get("/v1/reports/chain", opt=REPORT_READERS)
 async def chain_report(state: State) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         await chain.seal(conn)
@@ -447,6 +520,7 @@ def create_app(
         "ledger",
         settings,
         [
+            open_account,
             wallet,
             trial_balance_report,
             pots_report,

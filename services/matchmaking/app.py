@@ -13,6 +13,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from services.common.app import DirectRoute, create_service_app
+from services.common.auth import GATEWAY, callers_opt, frozen_callers
 from services.common.config import Settings
 from services.common.direct import JsonPost
 from services.common.errors import bad_request
@@ -25,6 +26,8 @@ from services.matchmaking.kinds import CATALOGUE
 from services.matchmaking.service import Clock, JoinSpec, Matchmaker, _hash, wall_clock_ms
 
 log = get_logger()
+# Every route serves the gateway's lobby and table screens.
+LOBBY = callers_opt(GATEWAY)
 
 
 def _mm(state: State) -> Matchmaker:
@@ -32,12 +35,12 @@ def _mm(state: State) -> Matchmaker:
     return mm
 
 
-@get("/v1/kinds")
+@get("/v1/kinds", opt=LOBBY)
 async def list_kinds(state: State) -> c.KindList:
     return _mm(state).kinds()
 
 
-@get("/v1/lobby")
+@get("/v1/lobby", opt=LOBBY)
 async def lobby(
     state: State, kind: FromQuery[str | None] = None, tier: FromQuery[str | None] = None
 ) -> c.Lobby:
@@ -73,15 +76,19 @@ async def _quick(state: State, _: dict[str, str], data: c.QuickJoin) -> c.JoinRe
 
 quick_join = JsonPost(msgspec.json.Decoder(c.QuickJoin), _quick)
 
-DIRECT_ROUTES = (DirectRoute(re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join),)
+DIRECT_ROUTES = (
+    DirectRoute(
+        re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join, frozen_callers([GATEWAY])
+    ),
+)
 
 
-@post("/v1/tables/private", status_code=200)
+@post("/v1/tables/private", status_code=200, opt=LOBBY)
 async def create_private(state: State, data: JSONBody[c.CreatePrivate]) -> c.JoinResult:
     return await _join_kind(state, "private", data)
 
 
-@post("/v1/join/code", status_code=200)
+@post("/v1/join/code", status_code=200, opt=LOBBY)
 async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResult:
     spec = JoinSpec(
         "code",
@@ -94,7 +101,7 @@ async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResu
     return await _mm(state).join(spec)
 
 
-@post("/v1/tables/cpu", status_code=200)
+@post("/v1/tables/cpu", status_code=200, opt=LOBBY)
 async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult:
     mm = _mm(state)
     tiers = mm.config.offered_tiers(data.kind)
@@ -107,27 +114,27 @@ async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult
     return await mm.join(spec)
 
 
-@post("/v1/leave", status_code=200)
+@post("/v1/leave", status_code=200, opt=LOBBY)
 async def leave(state: State, data: JSONBody[c.Leave]) -> c.LeaveResult:
     return await _mm(state).leave(data)
 
 
-@post("/v1/heartbeat", status_code=200)
+@post("/v1/heartbeat", status_code=200, opt=LOBBY)
 async def heartbeat(state: State, data: JSONBody[c.Heartbeat]) -> c.HeartbeatResult:
     return await _mm(state).heartbeat(data)
 
 
-@post("/v1/disconnect", status_code=200)
+@post("/v1/disconnect", status_code=200, opt=LOBBY)
 async def disconnect(state: State, data: JSONBody[c.Heartbeat]) -> c.HeartbeatResult:
     return await _mm(state).heartbeat(data, disconnect=True)
 
 
-@get("/v1/players/{player_id:str}/tables")
+@get("/v1/players/{player_id:str}/tables", opt=LOBBY)
 async def player_tables(state: State, player_id: FromPath[str]) -> c.PlayerTables:
     return await _mm(state).player_tables(player_id[:64])
 
 
-@get("/v1/tables/{table_id:str}")
+@get("/v1/tables/{table_id:str}", opt=LOBBY)
 async def table_status(state: State, table_id: FromPath[str]) -> c.TableStatus:
     return await _mm(state).table_status(table_id[:64])
 

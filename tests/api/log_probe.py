@@ -34,7 +34,7 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
     import structlog
     from litestar import Request, get, post
 
-    from services.common.auth import header_value
+    from services.common.auth import callers_opt, header_value
     from tests.api.api_helpers import PASSWORD, bearer, make_user, sign_in
     from tests.api.platform_stack import platform
 
@@ -50,7 +50,7 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
             f"{cookies} csrf={request.headers.get('x-csrf-token')}"
         )
 
-    @post("/v1/probe/boom")
+    @post("/v1/probe/boom", opt=callers_opt("gateway"))
     async def ledger_boom(request: Request[Any, Any, Any], data: dict[str, Any]) -> None:
         raise RuntimeError(f"careless: Authorization: {request.headers.get('authorization')}")
 
@@ -81,11 +81,13 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
                 )
                 await client.post("/api/auth/login", content=b'{"username": "x", "password": ')
             # The internal services, called with a live service credential.
-            service_token = header_value(secret, "gateway")
-            for app in p.services.values():
+            service_token = header_value(secret, "gateway", "ledger")
+            for name, app in p.services.items():
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url="http://s") as s:
-                    s.headers["authorization"] = service_token
+                    s.headers["authorization"] = (
+                        service_token if name == "ledger" else header_value(secret, "gateway", name)
+                    )
                     await s.post("/v1/probe/boom", json={"a": 1})
                     await s.get("/v1/nope")
                     for path in ("/v1/join/quick", "/v1/holds", "/internal/matches/m-1/actions"):

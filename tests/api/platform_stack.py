@@ -71,7 +71,11 @@ async def platform(
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()
     engine_ledger.client = InternalClient(
-        "http://ledger", settings, "engine", transport=httpx.ASGITransport(app=ledger_app)
+        "http://ledger",
+        settings,
+        "engine",
+        audience="ledger",
+        transport=httpx.ASGITransport(app=ledger_app),
     )
     engine_app = create_engine_app(settings, ledger=engine_ledger, scan=False)
     mm_app = create_mm_app(

@@ -32,6 +32,7 @@ from services.common.migrate import upgrade
 from services.common.serve import HttpProtocol
 from tests.api.api_helpers import bearer, make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, Platform, platform
+from tests.service_auth import caller_for
 from tests.uvicorn_server import UvicornServer
 
 NESTED_BODIES = {
@@ -120,7 +121,8 @@ async def test_nested_json_is_a_4xx_on_every_route_of_every_app(
                     for label, body in NESTED_BODIES.items():
                         headers = {"content-type": "application/json"}
                         if name != "gateway":
-                            headers["authorization"] = header_value(internal_secret, "gateway")
+                            caller = caller_for(name, method, path)
+                            headers["authorization"] = header_value(internal_secret, caller, name)
                         r = await client.request(method, path, content=body, headers=headers)
                         sent += 1
                         refused = 400 <= r.status_code < 500

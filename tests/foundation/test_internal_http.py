@@ -19,8 +19,14 @@ from litestar.response import Stream
 from structlog.contextvars import bind_contextvars, unbind_contextvars
 
 from services.common.app import create_service_app
+from services.common.auth import callers_opt
 from services.common.errors import ServiceError, conflict
-from services.common.http import InternalClient, RemoteError, ServiceUnavailable
+from services.common.http import (
+    AnswerTooLarge,
+    InternalClient,
+    RemoteError,
+    ServiceUnavailable,
+)
 from services.common.ports import free_port
 from tests.conftest import make_settings
 from tests.uvicorn_server import UvicornServer
@@ -38,6 +44,7 @@ class Seen(msgspec.Struct):
 
 
 CLIENT_PORTS: set[int] = set()
+ANY_SERVICE = callers_opt("gateway", "matchmaking", "engine")
 
 
 def _client_port(request: Request) -> int:  # type: ignore[type-arg]
@@ -45,7 +52,7 @@ def _client_port(request: Request) -> int:  # type: ignore[type-arg]
     return client[1] if client else 0  # a Unix socket's peer has no address
 
 
-@get("/internal/seen")
+@get("/internal/seen", opt=ANY_SERVICE)
 async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
     CLIENT_PORTS.add(_client_port(request))
     return Seen(
@@ -55,7 +62,7 @@ async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
     )
 
 
-@post("/internal/echo", status_code=200)
+@post("/internal/echo", status_code=200, opt=ANY_SERVICE)
 async def echo(request: Request, data: JSONBody[Echo]) -> Echo:  # type: ignore[type-arg]
     CLIENT_PORTS.add(_client_port(request))
     if data.amount_cents == 409:
@@ -65,13 +72,13 @@ async def echo(request: Request, data: JSONBody[Echo]) -> Echo:  # type: ignore[
     return data
 
 
-@get("/internal/slow")
+@get("/internal/slow", opt=ANY_SERVICE)
 async def slow(ms: int = Parameter(default=0, ge=0)) -> Echo:
     await asyncio.sleep(ms / 1000)
     return Echo(amount_cents=ms)
 
 
-@get("/internal/chunked")
+@get("/internal/chunked", opt=ANY_SERVICE)
 async def chunked(parts: int = Parameter(default=1, ge=0)) -> Stream:
     async def body() -> AsyncIterator[bytes]:
         yield b"["
@@ -83,7 +90,7 @@ async def chunked(parts: int = Parameter(default=1, ge=0)) -> Stream:
     return Stream(body(), media_type="application/json")
 
 
-@get("/internal/big")
+@get("/internal/big", opt=ANY_SERVICE)
 async def big(n: int = Parameter(default=0, ge=0)) -> Echo:
     return Echo(amount_cents=n, note="y" * n)
 
@@ -107,7 +114,7 @@ async def serving(settings, **config) -> AsyncIterator[UvicornServer]:
 
 @contextlib.asynccontextmanager
 async def client_of(url: str, settings, **kw) -> AsyncIterator[InternalClient]:
-    client = InternalClient(url, settings, caller="matchmaking", **kw)
+    client = InternalClient(url, settings, caller="matchmaking", audience="ledger", **kw)
     try:
         yield client
     finally:
@@ -278,11 +285,32 @@ async def test_oversize_responses_are_refused(settings):
         client_of(server.url, settings, max_response_bytes=4096) as client,
     ):
         assert (await client.get("/internal/big", Echo, params={"n": 1000})).amount_cents == 1000
-        with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+        with pytest.raises(AnswerTooLarge, match="over the limit of 4096") as declared:
             await client.get("/internal/big", Echo, params={"n": 10_000})
-        with pytest.raises(ServiceUnavailable, match="RemoteProtocolError"):
+        assert declared.value.code == "response_too_large"
+        with pytest.raises(AnswerTooLarge, match="over the limit of 4096"):
             await client.get("/internal/chunked", list[Echo], params={"parts": 200})
+        # a call's own limit, above or below the client's
+        big = await client.get(
+            "/internal/big", Echo, params={"n": 10_000}, max_response_bytes=20_000
+        )
+        assert big.amount_cents == 10_000
+        with pytest.raises(AnswerTooLarge, match="over the limit of 500"):
+            await client.get("/internal/big", Echo, params={"n": 1000}, max_response_bytes=500)
         assert (await client.get("/internal/seen", Seen)).caller == "matchmaking"
+
+
+@pytest.mark.parametrize("size", [70_000, 300_000, 3_000_000])
+async def test_answers_larger_than_the_header_limit_arrive_whole(settings, size):
+    """The header limit (64 KiB) bounds the head only: a body of any size within the call's
+    limit is read, whether it comes with a Content-Length or chunked, on TCP and keep-alive."""
+    async with serving(settings) as server, client_of(server.url, settings) as client:
+        for _ in range(2):
+            big = await client.get("/internal/big", Echo, params={"n": size})
+            assert (big.amount_cents, len(big.note)) == (size, size)
+        parts = await client.get("/internal/chunked", list[Echo], params={"parts": size // 100})
+        assert len(parts) == size // 100
+        assert client._pool is not None and client._pool.connections_opened == 1
 
 
 # A hand-written server for what uvicorn does not do on demand ------------------------------
@@ -395,13 +423,13 @@ class Owned(msgspec.Struct):
 
 
 def _replica_app(settings, name: str, owns: set[str]):
-    @get("/internal/matches/{match_id:str}")
+    @get("/internal/matches/{match_id:str}", opt=ANY_SERVICE)
     async def state(match_id: FromPath[str]) -> Owned:
         if match_id not in owns:
             raise ServiceError(503, "not_owner", "another engine process runs this match")
         return Owned(match_id=match_id, replica=name)
 
-    @get("/internal/busy/{match_id:str}")
+    @get("/internal/busy/{match_id:str}", opt=ANY_SERVICE)
     async def busy(match_id: FromPath[str]) -> Owned:
         raise ServiceError(503, "busy", "inbox full")
 
@@ -414,7 +442,7 @@ async def test_replicas_route_each_match_to_its_owner_and_remember_it(settings):
         _server(_replica_app(settings, "a", owns_a)) as a,
         _server(_replica_app(settings, "b", owns_b)) as b,
     ):
-        client = InternalClient(f"{a.url},{b.url}", settings, "gateway")
+        client = InternalClient(f"{a.url},{b.url}", settings, "gateway", audience="engine")
         try:
             for match_id, replica in [("m-a1", "a"), ("m-b1", "b"), ("m-a2", "a")]:
                 got = await client.get(f"/internal/matches/{match_id}", Owned)
@@ -439,7 +467,7 @@ async def test_replicas_route_each_match_to_its_owner_and_remember_it(settings):
 async def test_replicas_skip_one_that_cannot_be_reached(settings):
     dead = f"http://127.0.0.1:{free_port()}"
     async with _server(_replica_app(settings, "b", {"m-1", "m-2", "m-3"})) as b:
-        client = InternalClient(f"{dead},{b.url}", settings, "gateway")
+        client = InternalClient(f"{dead},{b.url}", settings, "gateway", audience="engine")
         try:
             for match_id in ("m-1", "m-2", "m-3"):
                 assert (await client.get(f"/internal/matches/{match_id}", Owned)).replica == "b"
@@ -464,7 +492,7 @@ class Served(msgspec.Struct):
 
 
 def _filling_app(settings, name: str, held: list[asyncio.Event], arrived: list[str]):
-    @post("/v1/holds")
+    @post("/v1/holds", opt=ANY_SERVICE)
     async def hold(data: JSONBody[Echo]) -> Served:
         arrived.append(name)
         gate = asyncio.Event()
@@ -482,7 +510,9 @@ async def test_ledger_replicas_are_filled_one_after_another(settings):
         _server(_filling_app(settings, "a", held, arrived)) as a,
         _server(_filling_app(settings, "b", held, arrived)) as b,
     ):
-        client = InternalClient(f"{a.url},{b.url}", settings, "engine", fill_first=3)
+        client = InternalClient(
+            f"{a.url},{b.url}", settings, "engine", audience="ledger", fill_first=3
+        )
         try:
             calls = []
             for n in range(1, 6):
@@ -517,7 +547,9 @@ async def test_ledger_replicas_skip_one_that_cannot_be_reached(settings):
     arrived: list[str] = []
     dead = f"http://127.0.0.1:{free_port()}"
     async with _server(_filling_app(settings, "b", held, arrived)) as b:
-        client = InternalClient(f"{dead},{b.url}", settings, "engine", fill_first=16)
+        client = InternalClient(
+            f"{dead},{b.url}", settings, "engine", audience="ledger", fill_first=16
+        )
         try:
             call = asyncio.create_task(client.post("/v1/holds", Echo(amount_cents=1), Served))
             while not held:

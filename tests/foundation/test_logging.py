@@ -28,7 +28,7 @@ class Secrets:
         self.session = secrets.token_urlsafe(32)
         self.csrf = secrets.token_urlsafe(24)
         self.password = "correct horse battery staple"
-        self.service = header_value(secrets.token_bytes(32), "gateway")
+        self.service = header_value(secrets.token_bytes(32), "gateway", "ledger")
         self.seed = secrets.token_bytes(32).hex()
 
     def values(self) -> dict[str, str]:
@@ -98,6 +98,7 @@ def test_secrets_are_redacted_by_key_and_by_pattern(capture, log_format):
         text=f"LoginRequest(username='ana', password='{s.password}') csrf={s.csrf}",
         raw=f"b'authorization', b'Bearer {s.bearer}'".encode(),
         opened=f"OpenedRound(deal_id='d1', server_seed='{s.seed}')",
+        upstream=f"sent {s.service.split(' ', 1)[1]} to the ledger",  # a bare v2 token
     )
     log.info("careless_event_text", event_note=f"token={s.bearer} seed: {s.seed}")
     text = out.getvalue()

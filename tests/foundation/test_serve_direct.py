@@ -52,6 +52,7 @@ ROUTES = (
         re.compile(r"/v1/things/(?P<thing>[^/]+)"),
         "/v1/things/{thing}",
         JsonPost(msgspec.json.Decoder(Thing), _thing),
+        frozenset({"matchmaking"}),
     ),
 )
 
@@ -98,7 +99,7 @@ CASES: list[tuple[str, str, bytes, str]] = [
 async def test_direct_routes_answer_as_through_asgi(
     app: Litestar, served: UvicornServer, internal_secret: bytes
 ) -> None:
-    auth = header_value(internal_secret, "matchmaking")
+    auth = header_value(internal_secret, "matchmaking", "ledger")
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     over_the_wire = {}
     for name, path, body, method in CASES:  # one keep-alive connection for all of them
@@ -138,7 +139,7 @@ async def test_direct_routes_answer_as_through_asgi(
 async def test_pipelined_requests_are_answered_in_order(
     served: UvicornServer, internal_secret: bytes
 ) -> None:
-    auth = header_value(internal_secret, "matchmaking")
+    auth = header_value(internal_secret, "matchmaking", "ledger")
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     amounts = [6, 0, 13, 409, None, 1, 5, 2]  # some take more turns of the loop than the next
     # None: a body over the limit, most of it taken (reading paused) while earlier ones wait
@@ -162,7 +163,7 @@ async def test_pipelined_requests_are_answered_in_order(
 async def test_a_body_in_pieces_and_expect_100_continue(
     served: UvicornServer, internal_secret: bytes
 ) -> None:
-    auth = header_value(internal_secret, "matchmaking")
+    auth = header_value(internal_secret, "matchmaking", "ledger")
     body = b'{"amount_cents": 42}'
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     head = _request(auth, "/v1/things/e", body, "expect: 100-continue")[: -len(body)]
@@ -191,7 +192,7 @@ async def test_connection_close_is_honoured_and_requests_are_counted(
         return REGISTRY.get_sample_value("mesa_http_requests_total", labels) or 0.0
 
     ok_before, refused_before = counted("2xx"), counted("4xx")
-    auth = header_value(internal_secret, "matchmaking")
+    auth = header_value(internal_secret, "matchmaking", "ledger")
     reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
     writer.write(_request(auth, "/v1/things/c", b'{"amount_cents": 1}', "connection: close"))
     status, headers, _ = await _answer(reader)
@@ -204,3 +205,28 @@ async def test_connection_close_is_honoured_and_requests_are_counted(
     writer.close()
     assert counted("2xx") == ok_before + 1
     assert counted("4xx") == refused_before + 1
+
+
+async def test_the_protocol_honours_a_direct_route_s_callers(
+    served: UvicornServer, internal_secret: bytes
+) -> None:
+    """Answered in the HTTP protocol, ahead of Litestar, a direct route refuses what the
+    ASGI path refuses: another caller or another audience 403, a forged token 401."""
+    from services.common.auth import SCHEME, mint_token
+
+    cases = [
+        (header_value(internal_secret, "matchmaking", "ledger"), 200, None),
+        (header_value(internal_secret, "gateway", "ledger"), 403, "forbidden"),
+        (header_value(internal_secret, "matchmaking", "engine"), 403, "forbidden"),
+        (f"{SCHEME} {mint_token(b'f' * 32, 'matchmaking', 'ledger')}", 401, "unauthorized"),
+    ]
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    try:
+        for auth, expected, code in cases:
+            writer.write(_request(auth, "/v1/things/p", b'{"amount_cents": 1}'))
+            status, _, body = await _answer(reader)
+            assert status == expected, body
+            if code is not None:
+                assert msgspec.json.decode(body)["error"] == code
+    finally:
+        writer.close()

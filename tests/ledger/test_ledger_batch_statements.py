@@ -149,6 +149,7 @@ def test_settlements_together_are_the_settlements_one_at_a_time(
     async def setup(ledger: Ledger, world: str) -> list[Call]:
         players = [f"{world}p{i}" for i in range(books["players"] + 1)]
         for p in players[:-1]:
+            await ledger.open_wallet(p)
             await ledger.deposit(f"{world}-fund-{p}", p, 10_000)
         for m, match in enumerate(books["matches"]):
             seats = []
@@ -221,6 +222,7 @@ def test_holds_together_are_the_holds_one_at_a_time(url: str, books: dict[str, A
     async def setup(ledger: Ledger, world: str) -> list[Call]:
         players = [f"{world}p{i}" for i in range(len(books["funds"]) + 1)]
         for p, cents in zip(players[:-1], books["funds"], strict=True):  # the last: no wallet
+            await ledger.open_wallet(p)
             await ledger.deposit(f"{world}-fund-{p}", p, cents)
         calls: list[Call] = []
         for k, h in enumerate(books["holds"]):
@@ -254,6 +256,7 @@ async def _two_seat_match(ledger: Ledger, match: str, a: str, b: str, stake: int
 
 async def test_a_batch_of_settlements_is_one_statement(ledger: Ledger, url: str) -> None:
     for p in ("bs1_a", "bs1_b", "bs1_c"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(4):
         await _two_seat_match(ledger, f"bs1-m{m}", "bs1_a", ("bs1_b", "bs1_c")[m % 2], 100)
@@ -276,6 +279,7 @@ async def test_a_batch_of_settlements_is_one_statement(ledger: Ledger, url: str)
 
 async def test_holds_and_settlements_in_a_mixed_batch(ledger: Ledger, url: str) -> None:
     for p in ("bs2_a", "bs2_b"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(3):
         await _two_seat_match(ledger, f"bs2-m{m}", "bs2_a", "bs2_b", 100)
@@ -312,6 +316,7 @@ async def test_a_failed_statement_leaves_the_operations_to_run_one_at_a_time(
     ledger: Ledger, url: str
 ) -> None:
     for p in ("bs3_a", "bs3_b"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(2):
         await _two_seat_match(ledger, f"bs3-m{m}", "bs3_a", "bs3_b", 100)

@@ -178,6 +178,7 @@ def test_the_chain_survives_the_move_of_its_links_into_the_seals(database_url: s
     async def post_and_seal() -> None:
         ledger = await Ledger.connect(database_url, min_size=1, max_size=2)
         try:
+            await ledger.open_wallet("mig_p")
             for n in range(130):
                 await ledger.deposit(f"mig-{n}-{uuid.uuid4().hex}", "mig_p", 1 + n, "USD", "mig")
         finally:

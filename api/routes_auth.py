@@ -201,7 +201,7 @@ async def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequ
     token, _, expires = await accounts.open_session(
         request.app.state.db, user, "bearer", data.label
     )
-    return TokenOut(token=token, token_type="bearer", expires_at=expires)
+    return TokenOut(token=token, token_type="bearer", expires_at=expires)  # noqa: S106 (the token type name, not a password)
 
 
 @post("/api/auth/logout", status_code=200, tags=["auth"], responses=WRITE_ERRORS)

@@ -15,7 +15,7 @@ from services.common.db import create_engine
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.ledger.contract import AccountOpened, DepositRequest, EntryResult, OpenAccount
 
-DEMO_PASSWORD = "mesa-demo-2026"
+DEMO_PASSWORD = "mesa-demo-2026"  # noqa: S105 (the published password of the demo accounts)
 DEMO_PLAYERS = ("ana", "beto", "cris", "dani")
 DEMO_STAFF = (("auditor", "auditor"), ("finance", "finance"), ("admin", "admin"))
 DEMO_DEPOSIT_CENTS = 100_00

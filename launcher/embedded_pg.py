@@ -103,7 +103,7 @@ def ensure_os_user(name: str) -> pwd.struct_passwd:
         for attempt in range(_USERADD_ATTEMPTS):
             with contextlib.suppress(KeyError):
                 return pwd.getpwnam(name)
-            result = subprocess.run(
+            result = subprocess.run(  # noqa: S603 (argv of fixed binaries and checked arguments, no shell)
                 [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
                 capture_output=True,
                 text=True,
@@ -153,7 +153,7 @@ def port_holder(host: str, port: int) -> str | None:
         return None
     for conn in connections:
         if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN:
-            if conn.laddr.ip in (host, "0.0.0.0", "::") and conn.pid:
+            if conn.laddr.ip in (host, "0.0.0.0", "::") and conn.pid:  # noqa: S104 (compares a listener's address, binds nothing)
                 return describe_process(conn.pid)
     return None
 
@@ -303,7 +303,7 @@ class EmbeddedPostgres:
         pwfile = self.runtime_dir / f".initdb-pw-{secrets.token_hex(8)}"
         write_secret_file(pwfile, password, uid=self._user.pw_uid if self._user else None)
         try:
-            result = subprocess.run(
+            result = subprocess.run(  # noqa: S603 (argv of fixed binaries and checked arguments, no shell)
                 [
                     str(self._server_install / "bin" / "initdb"),
                     "-D",
@@ -367,7 +367,7 @@ class EmbeddedPostgres:
         with open(log_path, "ab") as log:
             if self._user is not None:
                 os.fchown(log.fileno(), self._user.pw_uid, self._user.pw_gid)
-            self.process = subprocess.Popen(
+            self.process = subprocess.Popen(  # noqa: S603 (argv of fixed binaries and checked arguments, no shell)
                 [
                     str(self._server_install / "bin" / "postgres"),
                     "-D",
@@ -431,7 +431,7 @@ class EmbeddedPostgres:
         env = self.client_env()
         if not with_password:
             env.pop("PGPASSWORD")
-        result = subprocess.run(
+        result = subprocess.run(  # noqa: S603 (argv of fixed binaries and checked arguments, no shell)
             [
                 str(self.install / "bin" / "psql"),
                 "-X",
@@ -459,7 +459,7 @@ class EmbeddedPostgres:
         return result.stdout.strip()
 
     def _ready(self) -> bool:
-        result = subprocess.run(
+        result = subprocess.run(  # noqa: S603 (argv of fixed binaries and checked arguments, no shell)
             [str(self.install / "bin" / "pg_isready"), "-h", self.host, "-p", str(self.port), "-q"],
             capture_output=True,
         )
@@ -492,7 +492,7 @@ class EmbeddedPostgres:
     def create_database(self, name: str) -> None:
         if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
             raise EmbeddedPostgresError(f"unexpected database name {name!r}")
-        exists = self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'")
+        exists = self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'")  # noqa: S608 (the name is checked against [a-z_][a-z0-9_]* above)
         if exists != "1":
             self.psql(f'CREATE DATABASE "{name}"')
 
@@ -500,11 +500,11 @@ class EmbeddedPostgres:
 def _copy_tree_readable_in_place(root: Path) -> None:
     """Our copy readable and runnable by every user (it holds no secret)."""
     for folder, dirs, files in os.walk(root):
-        os.chmod(folder, 0o755)
+        os.chmod(folder, 0o755)  # noqa: S103 (the server's own user must read and run its copied binaries)
         for name in files:
             p = Path(folder) / name
             if not p.is_symlink():
                 p.chmod(0o755 if p.stat().st_mode & 0o100 else 0o644)
         for name in dirs:
             if not (Path(folder) / name).is_symlink():
-                os.chmod(Path(folder) / name, 0o755)
+                os.chmod(Path(folder) / name, 0o755)  # noqa: S103 (the server's own user must read and run its copied binaries)

@@ -112,7 +112,7 @@ class Supervisor:
             self.reaper = Reaper()
         if child.process is not None:
             self.reaper.release(child.process.pid)
-        child.process = subprocess.Popen(
+        child.process = subprocess.Popen(  # noqa: S603 (argv is our own interpreter and module, no shell)
             [sys.executable, "-m", "services.cli", "serve", child.service],
             env=env,
             stdin=subprocess.DEVNULL,

@@ -136,7 +136,7 @@ async def commission(
           AND ($2::date IS NULL OR (p.closed_at AT TIME ZONE 'UTC')::date <= $2)
         GROUP BY {group + "," if group else ""} p.currency
         ORDER BY {group + "," if group else ""} p.currency
-    """  # the grouping expressions come from the fixed table above
+    """  # noqa: S608 (the grouping expressions come from the fixed table above)
     rows = await conn.fetch(sql, since, until)
     return clean([dict(r) for r in rows])
 
@@ -218,7 +218,7 @@ async def _period_ends(
               AND ($2::timestamptz IS NULL OR e.created_at >= $2)
               AND ($3::timestamptz IS NULL OR e.created_at < $3)
             ORDER BY p.version_after {order} LIMIT 1
-            """,  # the order is one of two fixed words
+            """,  # noqa: S608 (the order is one of two fixed words)
             account_id,
             since,
             until,

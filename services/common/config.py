@@ -20,8 +20,8 @@ VERSION = "0.1.0"
 SERVICES = ("ledger", "engine", "matchmaking", "gateway")
 # The embedded PostgreSQL's generated passwords, files under var/ (mode 0600): the superuser's
 # (migrations only) and the least-privilege role's that services log in as.
-PG_SUPERUSER_PASSWORD_FILE = "pg_superuser_password"
-PG_APP_PASSWORD_FILE = "pg_app_password"
+PG_SUPERUSER_PASSWORD_FILE = "pg_superuser_password"  # noqa: S105 (a file name, not a password)
+PG_APP_PASSWORD_FILE = "pg_app_password"  # noqa: S105 (a file name, not a password)
 
 
 class ConfigError(Exception):

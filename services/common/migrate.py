@@ -80,7 +80,7 @@ async def ensure_app_role(database_url: str, login_password: str | None = None) 
                     CREATE ROLE {APP_ROLE} NOLOGIN;
                   END IF;
                 END $$;
-                """
+                """  # noqa: S608 (APP_ROLE is this module's constant)
             )
         except asyncpg.exceptions.DuplicateObjectError:
             pass  # two migrators raced to create the role; the other one won, which is fine

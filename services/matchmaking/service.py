@@ -639,7 +639,7 @@ class Matchmaker:
             row = (
                 await conn.execute(
                     text(
-                        f"UPDATE matchmaking.reservations SET expires_ms = {expr} "
+                        f"UPDATE matchmaking.reservations SET expires_ms = {expr} "  # noqa: S608 (`expr` is one of two fixed SQL expressions; values are bound)
                         "WHERE table_id = :t AND player_id = :p AND is_live "
                         "AND status IN ('pending','seated') "
                         "RETURNING expires_ms"

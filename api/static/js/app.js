@@ -222,6 +222,13 @@ function openTable(matchId, tb) {
 }
 
 // ---------------------------------------------------------------- wallet & history
+// A match as players name it: its game and stake when this page knows them, and a short id.
+function matchLabel(matchId, variant) {
+  const tb = tableInfo[matchId];
+  const what = tb ? `${kindTitle(tb.kind)} · ${stakeText(tb)}` : variant || "";
+  return `${what}${what ? " · " : ""}${t("match")} ${String(matchId || "").slice(2, 10)}`;
+}
+
 const LINE_KIND = { deposit: "st_deposit", withdrawal: "st_withdrawal", hold: "st_hold", settle: "st_payout", void: "st_release", release: "st_release", reversal: "st_refund" };
 
 async function matchNames() {
@@ -247,7 +254,7 @@ async function loadWallet() {
     const m = l.match_id ? names[l.match_id] : null;
     const result = l.match_id && l.kind === "settle" ? (l.amount > 0 ? t("won") : t("lost")) : "";
     const detail = l.match_id
-      ? `${t("match")} ${l.match_id.slice(0, 8)}${m?.title ? ` · ${m.title}` : m?.variant ? ` · ${m.variant}` : ""}${m?.stake ? ` · ${t("stake")} ${m.stake}` : ""}${result ? ` · ${result}` : ""}`
+      ? `${matchLabel(l.match_id, m?.variant)}${result ? ` · ${result}` : ""}`
       : l.reference || "";
     return el("tr", { "data-kind": l.kind },
       el("td", { text: dateTime(l.created_at) }),
@@ -279,7 +286,7 @@ async function verifyInto(panel, dealId) {
 async function loadHistory() {
   const h = await get("/api/history");
   $("history-list").replaceChildren(...(h.transcripts.length ? h.transcripts.map((x) => el("li", {},
-    el("span", { class: "grow", text: `${x.variant}${x.match_id ? ` · ${t("match")} ${x.match_id.slice(0, 8)}` : ""}${x.closed_at ? ` · ${dateTime(x.closed_at)}` : ""}` }),
+    el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${String(x.deal_id).split("/").pop().replace(/\D/g, "")}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "verify-hand", onclick: () => guard(() => verifyInto($("verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
 }
 
@@ -292,8 +299,8 @@ async function loadAudit() {
   const keys = await get("/api/audit/keys");
   facts($("audit-keys"), keys.keys.flatMap((k) => [[t("keyid"), k.key_id], [t("keys"), k.public_key]]));
   try {
-    const c = await get("/api/audit/checkpoint");
-    facts($("audit-checkpoint"), [[t("treesize"), c.tree_size ?? c.size], [t("roothash"), c.root_hash ?? c.root], [t("signedat"), c.timestamp ? dateTime(c.timestamp) : c.signed_at], [t("keyid"), c.key_id]]);
+    const c = (await get("/api/audit/checkpoint")).record || {};
+    facts($("audit-checkpoint"), [[t("treesize"), num(c.tree_size)], [t("roothash"), c.root_hash], [t("signedat"), dateTime(c.time)], [t("keyid"), c.key_id]]);
   } catch (e) { $("audit-checkpoint").replaceChildren(el("dd", { class: "error-text", text: reasonText(e) })); }
   const orphans = (await get("/api/audit/orphans")).orphans;
   $("audit-orphans").replaceChildren(orphans.length
@@ -301,7 +308,7 @@ async function loadAudit() {
     : el("p", { class: "verdict ok", text: `✔ ${t("orphans_none")}` }));
   const list = await get("/api/audit/transcripts?limit=50");
   $("audit-list").replaceChildren(...(list.transcripts.length ? list.transcripts.map((x) => el("li", {},
-    el("span", { class: "grow", text: `${x.variant} · ${x.players.join(", ")}${x.closed_at ? ` · ${dateTime(x.closed_at)}` : ""}` }),
+    el("span", { class: "grow", text: `${x.variant} · ${t("match")} ${String(x.match_id || "").slice(2, 10)} · ${t("players")}: ${x.players.map((p, i) => p || `${t("cpuplayer")} ${i + 1}`).join(", ")}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
 }
 

@@ -2,7 +2,7 @@
 // and numbers, money and dates go through Intl in the page's language.
 const T = {
   es: {
-    signin: "Entrar", register: "Crear cuenta", username: "Usuario", password: "Contraseña",
+    table: "Mesa", signin: "Entrar", register: "Crear cuenta", username: "Usuario", password: "Contraseña",
     signinwhy: "Dominó caribeño por dinero, con cada mano verificable.",
     logout: "Salir", lobby: "Salón", balance: "Saldo", kind: "Modalidad", tier: "Apuesta",
     partner: "Pareja (opcional)", quickjoin: "Entrar rápido", private: "Mesa privada",
@@ -81,7 +81,7 @@ const T = {
     phrase_otra: "¿Otra?", phrase_adios: "Adiós",
   },
   en: {
-    signin: "Sign in", register: "Create account", username: "User name", password: "Password",
+    table: "Table", signin: "Sign in", register: "Create account", username: "User name", password: "Password",
     signinwhy: "Caribbean dominoes for money, every hand verifiable.",
     logout: "Sign out", lobby: "Lobby", balance: "Balance", kind: "Game", tier: "Stake",
     partner: "Partner (optional)", quickjoin: "Quick join", private: "Private table",

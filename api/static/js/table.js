@@ -260,6 +260,7 @@ export class Table {
       el("button", { type: "button", class: "primary", text: t("continue"), "data-test": "hand-continue", onclick: () => this.hideSummary() }),
     );
     box.hidden = false;
+    if ($("hand").contains(document.activeElement) || document.activeElement === document.body) box.querySelector("button").focus({ preventScroll: true });
     this.summaryAt = Date.now();
     clearTimeout(this.summaryTimer);
     this.summaryTimer = setTimeout(() => this.hideSummary(), SUMMARY_MS);
@@ -293,6 +294,7 @@ export class Table {
         el("button", { type: "button", class: "primary", text: t("backlobby"), "data-test": "over-lobby", onclick: () => $("back-lobby").click() })),
     );
     box.hidden = false;
+    box.querySelector("[data-test=over-lobby]").focus({ preventScroll: true });
     if (this.onOver) this.onOver(d);
     if (!void_) await this.showMoney(mine);
   }

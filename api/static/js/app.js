@@ -145,7 +145,7 @@ async function loadLobby() {
     tb.match_id ? el("button", { type: "button", class: "primary", text: t("open"), "data-test": "open-table", onclick: () => openTable(tb.match_id, tb) })
       : el("button", { type: "button", text: t("leave"), onclick: () => guard(async () => { await post("/api/lobby/leave", { table_id: tb.table_id }); loadLobby(); }) }),
   )) : [emptyItem("nomytables")]));
-  for (const tb of mine) tableInfo[tb.match_id] = tb;
+  for (const tb of mine) if (tb.match_id) tableInfo[tb.match_id] = tb;
   await loadInvitations();
   const open = await get("/api/lobby/tables");
   openTables = open.tables;
@@ -229,17 +229,26 @@ function matchLabel(matchId, variant) {
   return `${what}${what ? " · " : ""}${t("match")} ${String(matchId || "").slice(2, 10)}`;
 }
 
-const LINE_KIND = { deposit: "st_deposit", withdrawal: "st_withdrawal", hold: "st_hold", settle: "st_payout", void: "st_release", release: "st_release", reversal: "st_refund" };
+const LINE_KIND = { deposit: "st_deposit", withdrawal: "st_withdrawal", hold: "st_stake", settle: "st_payout", void: "st_release", release: "st_release", reversal: "st_refund" };
 
 async function matchNames() {
-  // Each match the player sat at, by id: its game and stake, from his tables and his hands.
-  const names = {};
+  // The matches the player sat at, by match id and by table id (a stake is held at a table
+  // before its match exists, so the hold names the table): from his hands and his tables.
+  const names = {}, byTable = {};
   try {
     const h = await get("/api/history");
-    for (const x of h.transcripts) if (x.match_id) names[x.match_id] = names[x.match_id] || { variant: x.variant };
+    for (const x of h.transcripts) {
+      if (!x.match_id) continue;
+      names[x.match_id] = names[x.match_id] || { variant: x.variant, played: true };
+      if (x.table_id) byTable[x.table_id] = x.match_id;
+    }
   } catch { /* the statement still reads without them */ }
-  for (const [id, tb] of Object.entries(tableInfo)) if (id) names[id] = { title: kindTitle(tb.kind), stake: stakeText(tb) };
-  return names;
+  for (const [id, tb] of Object.entries(tableInfo)) {
+    if (!id || id === "undefined") continue;
+    names[id] = { ...(names[id] || {}), variant: names[id]?.variant };
+    if (tb.table_id) byTable[tb.table_id] = id;
+  }
+  return { names, byTable };
 }
 
 async function loadWallet() {
@@ -247,15 +256,17 @@ async function loadWallet() {
   $("wallet-balance").textContent = money(w.balance);
   $("wallet-balance").dataset.cents = String(w.balance);
   const st = await get("/api/me/statement");
-  const names = await matchNames();
+  const { names, byTable } = await matchNames();
+  const matchOf = (l) => l.match_id || byTable[l.reference] || null;
+  const won = new Set(st.lines.filter((l) => l.kind === "settle" && l.amount > 0).map(matchOf));
   const lines = st.lines.slice().reverse().slice(0, 200);
   $("statement").replaceChildren(...(lines.length ? lines.map((l) => {
     const what = t(LINE_KIND[l.kind] || "st_other");
-    const m = l.match_id ? names[l.match_id] : null;
-    const result = l.match_id && l.kind === "settle" ? (l.amount > 0 ? t("won") : t("lost")) : "";
-    const detail = l.match_id
-      ? `${matchLabel(l.match_id, m?.variant)}${result ? ` · ${result}` : ""}`
-      : l.reference || "";
+    const mid = matchOf(l);
+    const m = mid ? names[mid] : null;
+    // The stake line carries the result: won (a payout came) or lost (the match was played).
+    const result = !mid || l.kind !== "hold" ? "" : won.has(mid) ? t("won") : m?.played ? t("lost") : "";
+    const detail = mid ? `${matchLabel(mid, m?.variant)}${result ? ` · ${result}` : ""}` : l.reference || "";
     return el("tr", { "data-kind": l.kind },
       el("td", { text: dateTime(l.created_at) }),
       el("td", {}, what, el("span", { class: "sub", text: detail })),

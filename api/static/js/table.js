@@ -66,6 +66,11 @@ export class Table {
     this.chatButtons();
     this.onKey = (ev) => this.keydown(ev);
     document.addEventListener("keydown", this.onKey);
+    // A phone that loses its network: say so at once and reconnect as soon as it is back.
+    this.onOffline = () => { $("reconnect").hidden = false; if (this.ws) this.ws.close(); };
+    this.onOnline = () => { if (!this.closed && this.ws?.readyState !== WebSocket.OPEN) { this.retryMs = 1000; this.connect(); } };
+    window.addEventListener("offline", this.onOffline);
+    window.addEventListener("online", this.onOnline);
     this.resize = new ResizeObserver(() => { this.drawBoard(); this.sizeHand(); });
     this.resize.observe($("board"));
     this.resize.observe($("hand"));
@@ -74,6 +79,7 @@ export class Table {
 
   // ------------------------------------------------------------------ connection
   connect() {
+    if (this.ws && this.ws.readyState <= WebSocket.OPEN) { const old = this.ws; this.ws = null; old.close(); }
     const proto = location.protocol === "https:" ? "wss" : "ws";
     const ws = new WebSocket(`${proto}://${location.host}/api/matches/${encodeURIComponent(this.matchId)}/ws?after=${this.seq || 0}`);
     this.ws = ws;
@@ -88,7 +94,7 @@ export class Table {
       if (e.code === 4001) this.closed = true;
       if (this.closed) return;
       $("reconnect").hidden = false;
-      setTimeout(() => { if (!this.closed) this.connect(); }, this.retryMs);
+      setTimeout(() => { if (!this.closed && this.ws === ws) this.connect(); }, this.retryMs);
       this.retryMs = Math.min(RECONNECT_MAX_MS, this.retryMs * 2);
     };
   }
@@ -97,6 +103,8 @@ export class Table {
     this.closed = true;
     clearInterval(this.timer);
     document.removeEventListener("keydown", this.onKey);
+    window.removeEventListener("offline", this.onOffline);
+    window.removeEventListener("online", this.onOnline);
     this.resize.disconnect();
     if (this.ws) this.ws.close();
   }
@@ -254,7 +262,7 @@ export class Table {
     const score = this.scoreLines(r.scores || this.view?.state?.scores);
     box.replaceChildren(
       el("h3", { text: `${t("handover")}: ${how}` }),
-      el("p", { class: `big ${mine ? "win" : "loss"}`, text: `${winner} ${t("wonby")}` }),
+      el("p", { class: `big ${mine ? "win" : "loss"}`, text: r.winner_seat === this.mySeat() ? t("youwonhand") : `${t("handto")} ${winner}` }),
       el("table", {}, el("tbody", {}, ...rows)),
       el("p", { class: "big", "data-test": "hand-score", text: `${t("newscore")}: ${score.map(([k, v]) => `${k} ${num(v)}`).join(" · ")}` }),
       el("button", { type: "button", class: "primary", text: t("continue"), "data-test": "hand-continue", onclick: () => this.hideSummary() }),
@@ -309,7 +317,12 @@ export class Table {
     const stake = this.info.stakeCents ?? Math.round(Number(tier) * 100);
     const seats = this.seatCount();
     const pot = stake * seats;
-    const row = (k, v, cls = "", test = "") => el("tr", {}, el("th", { text: k }), el("td", { class: `num ${cls}`, "data-test": test, text: v }));
+    const row = (k, v, cls = "", test = "", cents = null) => {
+      const td = el("td", { class: `num ${cls}`, text: v });
+      if (test) td.dataset.test = test;
+      if (cents !== null) td.dataset.cents = String(cents);
+      return el("tr", {}, el("th", { text: k }), td);
+    };
     rows.replaceChildren(row(t("pot"), money(pot)), row(t("yourresult"), t("settling")));
     let net = null, credit = 0;
     for (let i = 0; i < 20 && net === null; i += 1) {
@@ -321,10 +334,10 @@ export class Table {
       } catch { /* shown as settling; the wallet has it */ }
       if (net === null) await new Promise((r) => setTimeout(r, 500));
     }
-    const out = [row(t("pot"), money(pot))];
+    const out = [row(t("pot"), money(pot), "", "pot", pot)];
     const winners = this.view?.state?.result?.winner_seats?.length || (this.pairs() ? 2 : 1);
-    if (mine && credit > 0) out.push(row(t("commission"), money(pot - credit * winners), "", "commission"));
-    if (net !== null) out.push(row(t("yourresult"), `${net >= 0 ? "+" : ""}${money(net)}`, net >= 0 ? "win" : "loss", "my-net"));
+    if (mine && credit > 0) out.push(row(t("commission"), money(pot - credit * winners), "", "commission", pot - credit * winners));
+    if (net !== null) out.push(row(t("yourresult"), `${net >= 0 ? "+" : ""}${money(net)}`, net >= 0 ? "win" : "loss", "my-net", net));
     rows.replaceChildren(...out);
   }
 
@@ -499,7 +512,7 @@ export class Table {
       hand.append(btn);
     }
     this.sizeHand();
-    if (focused) hand.querySelector(`[data-tile="${focused}"]`)?.focus();
+    if (focused) hand.querySelector(`[data-tile="${focused}"]`)?.focus({ preventScroll: true });
     else if (myTurn && document.activeElement === document.body) this.focusHand();
   }
 
@@ -610,7 +623,7 @@ export class Table {
     if (ev.key === "ArrowRight" || ev.key === "ArrowLeft") {
       ev.preventDefault();
       const j = (i + (ev.key === "ArrowRight" ? 1 : -1) + tiles.length) % tiles.length;
-      tiles[j].focus();
+      tiles[j].focus({ preventScroll: true });
     }
   }
 

@@ -414,6 +414,16 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
             shot(page, "table-reconnecting")
             page.context.set_offline(False)
             page.wait_for_selector("#reconnect", state="hidden", timeout=30_000)
+            if phone:
+                # Landscape too: nothing past the edge, the hand still there and large.
+                page.set_viewport_size({"width": 844, "height": 390})
+                page.wait_for_timeout(100)
+                assert overflow_px(page) <= 0, "the table overflows in landscape"
+                box = page.locator("#hand").bounding_box()
+                assert box["y"] + box["height"] <= 390 and box["height"] >= 80, box
+                shot(page, "table-landscape")
+                page.set_viewport_size({"width": 390, "height": 844})
+                page.wait_for_timeout(100)
             deadline = time.monotonic() + MATCH_TIMEOUT_S
             while time.monotonic() < deadline:
                 done = _step(player) if phone else _keyboard_step(page)
@@ -424,6 +434,13 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
                 raise AssertionError("the CPU match did not end in time")
             shot(page, f"cpu-over-{how}")
             assert page.locator("[data-test=match-result]").count() == 1
+            # "Play again": a new CPU table of the same game at once.
+            first = page.evaluate("() => location.hash")
+            player.press("[data-test=play-again]")
+            page.wait_for_function(
+                "(h) => location.hash !== h && location.hash.startsWith('#table/')", arg=first
+            )
+            page.wait_for_selector("#hand .tile", timeout=30_000)
             assert not errors, errors
         finally:
             browser.close()

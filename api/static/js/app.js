@@ -218,7 +218,23 @@ function openTable(matchId, tb) {
   const info = tb || tableInfo[matchId] || {};
   table = new Table(matchId, me, () => { finished.add(matchId); }, {
     title: info.kind ? kindTitle(info.kind) : undefined, stakeCents: info.stake_cents, seatCount: info.seat_count,
+    playAgain: info.kind ? (opts) => guard(() => playAgain(info.kind, opts)) : undefined,
   });
+}
+
+// The same game again: against the CPU at once; at a paid table the same stake, and the
+// partner (if any) is invited again and must accept before anyone is seated.
+async function playAgain(kind, { tier, partner, cpu }) {
+  if (cpu) {
+    const r = await post("/api/lobby/cpu", { kind, idempotency_key: idem() });
+    if (r.match_id) { openTable(r.match_id, { kind, seat_count: kindInfo(kind)?.seat_count }); return; }
+  } else {
+    const body = { kind, tier, idempotency_key: idem() };
+    if (partner) body.partner = partner;
+    const r = await post("/api/lobby/quick-join", body);
+    if (!joinedOrInvited(r)) flash(t("waiting"));
+  }
+  show("lobby");
 }
 
 // ---------------------------------------------------------------- wallet & history

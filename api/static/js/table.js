@@ -299,12 +299,24 @@ export class Table {
       el("p", { text: score.map(([k, v]) => `${k} ${num(v)}`).join(" · ") }),
       money_,
       el("div", { class: "row" },
-        el("button", { type: "button", class: "primary", text: t("backlobby"), "data-test": "over-lobby", onclick: () => $("back-lobby").click() })),
+        el("button", { type: "button", class: "primary", text: t("backlobby"), "data-test": "over-lobby", onclick: () => $("back-lobby").click() }),
+        this.againButton()),
     );
     box.hidden = false;
     box.querySelector("[data-test=over-lobby]").focus({ preventScroll: true });
     if (this.onOver) this.onOver(d);
     if (!void_) await this.showMoney(mine);
+  }
+
+  againButton() {
+    const st = this.view?.state;
+    if (!this.info.playAgain || !st) return "";
+    const me = this.mySeat();
+    const cpu = st.seats.every((s) => s.seat === me || (s.bot && !s.player_id));
+    const mate = this.pairs() ? st.seats[(me + 2) % 4] : null;
+    const partner = mate && mate.player_id && !mate.bot ? mate.player_id : undefined;
+    return el("button", { type: "button", text: partner ? `${t("playagain")} (${partner})` : t("playagain"), "data-test": "play-again",
+      onclick: () => this.info.playAgain({ tier: st.tier, partner, cpu }) });
   }
 
   // The money of the match from the player's own statement (the ledger's truth): his stake

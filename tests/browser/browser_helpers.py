@@ -62,10 +62,14 @@ def overflow_px(page: Any) -> int:
 
 
 def assert_fits(page: Any, what: str) -> None:
+    """No horizontal overflow at any of the five widths; the viewport is put back after."""
+    before = dict(page.viewport_size)
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 800 if width > 500 else 844})
         page.wait_for_timeout(50)  # one frame for the layout to settle at the new width
         assert overflow_px(page) <= 0, f"{what} overflows at {width} px"
+    page.set_viewport_size(before)
+    page.wait_for_timeout(50)
 
 
 def axe_serious(page: Any) -> list[str]:

@@ -293,6 +293,8 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             assert result.get_attribute("data-ok") == "true", checks
             assert len(checks) == 7
             shot(auditor, "audit", full_page=True)
+            auditor.set_viewport_size({"width": 390, "height": 844})
+            shot(auditor, "audit", full_page=True)
             assert axe_serious(auditor) == [], "audit"
             assert_fits(auditor, "audit")
 
@@ -304,6 +306,9 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             finance.tap("#fin-chain")
             finance.wait_for_selector("#fin-chain-result[data-ok=true]")
             shot(finance, "finance", full_page=True)
+            finance.set_viewport_size({"width": 1280, "height": 800})
+            shot(finance, "finance", full_page=True)
+            finance.set_viewport_size({"width": 390, "height": 844})
             assert axe_serious(finance) == [], "finance"
             assert_fits(finance, "finance")
         finally:
@@ -404,6 +409,12 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             _sign_in(page, base, name)
             player = Player(name, page, touch=phone)
+            if not phone:
+                # In English: every string switches, none is left in Spanish.
+                page.wait_for_selector("[data-kind=apuesta-parejas]")
+                page.click("[data-test=lang]")
+                page.wait_for_selector("html[lang=en]")
+                assert "Choose a game" in page.inner_text("#screen-lobby")
             _choose(player, "apuesta-parejas", "free")
             player.press("[data-test=cpu]")
             page.wait_for_selector("#hand .tile", timeout=30_000)
@@ -434,6 +445,9 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
                 raise AssertionError("the CPU match did not end in time")
             shot(page, f"cpu-over-{how}")
             assert page.locator("[data-test=match-result]").count() == 1
+            if not phone:
+                text = page.inner_text("#screen-table")
+                assert "Match over" in text and "Nosotros" not in text, text
             # "Play again": a new CPU table of the same game at once.
             first = page.evaluate("() => location.hash")
             player.press("[data-test=play-again]")

@@ -39,6 +39,10 @@ def _used_keys() -> set[str]:
         used |= set(re.findall(rf'"data-i18n(?:-label)?":\s*"({KEY})"', text))
     used |= {f"desc_{kind.variant}" for kind in CATALOGUE.values()}
     used |= {f"role_{role}" for role in ("player", "auditor", "finance", "admin")}
+    # Keys the page builds: the verifier's check names, how a hand ends.
+    verify = (STATIC / "js" / "verify.js").read_text()
+    used |= {f"chk_{name}" for name in re.findall(rf'await run\("({KEY})"', verify)}
+    used |= {f"end_{how}" for how in ("domino", "tranque", "target", "claim")}
     return used
 
 

@@ -238,10 +238,12 @@ async function playAgain(kind, { tier, partner, cpu }) {
 }
 
 // ---------------------------------------------------------------- wallet & history
+function handNo(dealId) { return String(dealId).split("/").pop().replace(/\D/g, ""); }
+
 // A match as players name it: its game and stake when this page knows them, and a short id.
 function matchLabel(matchId, variant) {
   const tb = tableInfo[matchId];
-  const what = tb ? `${kindTitle(tb.kind)} · ${stakeText(tb)}` : variant || "";
+  const what = tb ? `${kindTitle(tb.kind)} · ${stakeText(tb)}` : variant ? variant[0].toUpperCase() + variant.slice(1) : "";
   return `${what}${what ? " · " : ""}${t("match")} ${String(matchId || "").slice(2, 10)}`;
 }
 
@@ -306,14 +308,14 @@ async function verifyInto(panel, dealId) {
   panel.replaceChildren(
     el("p", { class: `verdict ${ok ? "ok" : "bad"}`, role: "status", "data-test": "verify-result", "data-ok": String(ok), text: `${ok ? "✔ " + t("verify_ok") : "✘ " + t("verify_bad")}` }),
     el("p", { class: "sub", text: `${t("dealid")} ${dealId}` }),
-    el("ul", { class: "checks" }, ...checks.map((c) => el("li", { class: c.status, "data-check": c.name, text: `${c.status === "pass" ? "✔" : "✘"} ${c.name}: ${c.status === "pass" ? t("check_ok") : t("check_fail")}${c.detail ? ` · ${c.detail}` : ""}` }))),
+    el("ul", { class: "checks" }, ...checks.map((c) => el("li", { class: c.status, "data-check": c.name, text: `${c.status === "pass" ? "✔" : "✘"} ${has("chk_" + c.name) ? t("chk_" + c.name) : c.name}: ${c.status === "pass" ? t("check_ok") : t("check_fail")}${c.detail ? ` · ${c.detail}` : ""}` }))),
   );
 }
 
 async function loadHistory() {
   const h = await get("/api/history");
   $("history-list").replaceChildren(...(h.transcripts.length ? h.transcripts.map((x) => el("li", {},
-    el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${String(x.deal_id).split("/").pop().replace(/\D/g, "")}` }),
+    el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "verify-hand", onclick: () => guard(() => verifyInto($("verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
 }
 
@@ -335,7 +337,7 @@ async function loadAudit() {
     : el("p", { class: "verdict ok", text: `✔ ${t("orphans_none")}` }));
   const list = await get("/api/audit/transcripts?limit=50");
   $("audit-list").replaceChildren(...(list.transcripts.length ? list.transcripts.map((x) => el("li", {},
-    el("span", { class: "grow", text: `${x.variant} · ${t("match")} ${String(x.match_id || "").slice(2, 10)} · ${t("players")}: ${x.players.map((p, i) => p || `${t("cpuplayer")} ${i + 1}`).join(", ")}` }),
+    el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)} · ${t("players")}: ${x.players.map((p, i) => p || `${t("cpuplayer")} ${i + 1}`).join(", ")}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
 }
 

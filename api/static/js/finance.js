@@ -1,7 +1,7 @@
 // Finance screen: the verdicts first (trial balance, hash chain), then cashier, commission
 // charts (inline SVG), pots and statements, all with human labels.
 import { get, el } from "./api.js";
-import { t, money, num, dateTime } from "./i18n.js";
+import { t, has, money, num, dateTime } from "./i18n.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
@@ -57,6 +57,9 @@ export function grid(rows, columns) {
       if (typeof v === "boolean") return el("td", { text: v ? `✔ ${t("ok")}` : `✘ ${t("failed")}` });
       if (c === "created_at" && v) return el("td", { text: dateTime(v) });
       if (c === "match_id" && v) return el("td", {}, el("code", { text: String(v).slice(0, 8), title: String(v) }));
+      if (c === "tier" && v) return el("td", { class: "num", text: v === "free" ? t("free") : money(Math.round(Number(v) * 100)) });
+      if (c === "status" || c === "kind") return el("td", { text: has(`${c === "kind" ? "st" : "status"}_${v}`) ? t(`${c === "kind" ? "st" : "status"}_${v}`) : String(v ?? "") });
+      if (c === "variant" && v) return el("td", { text: String(v)[0].toUpperCase() + String(v).slice(1) });
       return el("td", { text: v === null || v === undefined ? "" : String(v) });
     })));
   }
@@ -85,7 +88,7 @@ export async function checkChain() {
   const r = await get("/api/finance/chain");
   const ok = !!(r.ok ?? r.valid ?? r.intact);
   const n = r.entries ?? r.checked ?? r.count;
-  $("fin-chain-result").replaceChildren(el("span", { class: `verdict ${ok ? "ok" : "bad"}`, text: `${ok ? "✔ " + t("chain_ok") : "✘ " + t("chain_bad")}${n !== undefined ? ` (${num(n)})` : ""}` }));
+  $("fin-chain-result").replaceChildren(el("p", { class: `verdict ${ok ? "ok" : "bad"}`, text: `${ok ? "✔ " + t("chain_ok") : "✘ " + t("chain_bad")}${n !== undefined ? ` (${num(n)})` : ""}` }));
   $("fin-chain-result").dataset.ok = String(ok);
 }
 

@@ -152,7 +152,8 @@ async function loadLobby() {
   renderKindCards();
   $("open-tables").replaceChildren(...(openTables.length ? openTables.map((tb) => el("li", {},
     el("span", { class: "grow", text: `${kindTitle(tb.kind)} · ${tb.tier === "free" ? t("free") : money(Math.round(Number(tb.tier) * 100))} · ${num(tb.taken)}/${num(tb.seat_count)} ${t("seatsfilled")}` }))) : [emptyItem("noopentables")]));
-  const started = mine.find((tb) => tb.match_id && tb.status !== "voided" && !finished.has(tb.match_id));
+  const over = new Set(["voided", "void", "finished", "settled"]);
+  const started = mine.find((tb) => tb.match_id && !over.has(tb.status) && !finished.has(tb.match_id));
   if (started && $("screen-lobby").hidden === false && !table) openTable(started.match_id, started);
 }
 const tableInfo = {};

@@ -72,6 +72,29 @@ def assert_fits(page: Any, what: str) -> None:
     page.wait_for_timeout(50)
 
 
+def small_targets(page: Any, within: str = "body") -> list[str]:
+    """Visible buttons, links and fields under 44 px in either dimension (a checkbox counts
+    by its label, which is what a thumb presses)."""
+    found: list[str] = page.evaluate(
+        """(root) => {
+            const out = [];
+            for (const e of document.querySelector(root).querySelectorAll(
+                    'button, a[href], input, select')) {
+                if (e.type === 'hidden') continue;
+                const target = e.type === 'checkbox' && e.closest('label') ? e.closest('label') : e;
+                const r = target.getBoundingClientRect();
+                if (!r.width || !r.height || !target.checkVisibility()) continue;
+                if (r.width < 43.5 || r.height < 43.5)
+                    out.push(`${e.tagName} ${e.id || e.dataset.test || e.textContent.trim().slice(0, 20)}`
+                        + ` ${Math.round(r.width)}x${Math.round(r.height)}`);
+            }
+            return out;
+        }""",
+        within,
+    )
+    return found
+
+
 def axe_serious(page: Any) -> list[str]:
     """axe-core's serious and critical violations on the page as it is now."""
     from axe_playwright_python.sync_playwright import Axe

@@ -35,6 +35,7 @@ from tests.browser.browser_helpers import (
     overflow_px,
     phone_context,
     shot,
+    small_targets,
 )
 from tests.conftest import platform_port_env
 
@@ -183,6 +184,8 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             ana, cris = players["ana"], players["cris"]
             ana.shot_once("lobby")
             cris.shot_once("lobby")
+            assert small_targets(ana.page, "#screen-lobby") == []
+            assert small_targets(ana.page, "header") == []
             assert axe_serious(ana.page) == [], "lobby"
             before = {name: _balance(p.page) for name, p in players.items()}
             assert before == dict.fromkeys(DEMO_PLAYERS, START)
@@ -199,6 +202,7 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 "() => document.getElementById('deal-commitment').textContent !== '—'"
             )
             ana.shot_once("table-shield")
+            assert small_targets(ana.page, "#screen-table") == []
             ana.press("#fairness [data-close=fairness]")
 
             deadline = time.monotonic() + MATCH_TIMEOUT_S

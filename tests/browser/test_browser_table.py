@@ -452,6 +452,13 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
             if not phone:
                 text = page.inner_text("#screen-table")
                 assert "Match over" in text and "Nosotros" not in text, text
+            # Opened again (a reload), the table shows where the match stands, once: no
+            # summaries or announcements of hands long over.
+            page.reload()
+            page.wait_for_selector("[data-test=match-over]", timeout=30_000)
+            assert page.locator("[data-test=match-result]").count() == 1
+            assert page.is_hidden("[data-test=hand-summary]")
+            assert page.locator("#toasts .toast").count() == 0
             # "Play again": a new CPU table of the same game at once.
             first = page.evaluate("() => location.hash")
             player.press("[data-test=play-again]")

@@ -71,7 +71,7 @@ function signedIn(user) {
   }
   const wanted = location.hash.slice(1);
   const first = (SCREENS[user.role] || [])[0];
-  if (wanted.startsWith("table/") && user.role === "player") openTable(wanted.slice(6));
+  if (wanted.startsWith("table/") && user.role === "player") guard(() => openFromLink(wanted.slice(6)));
   else show((SCREENS[user.role] || []).includes(wanted) ? wanted : first);
 }
 
@@ -132,9 +132,8 @@ function joinSummary() {
 async function loadLobby() {
   const w = await get("/api/me/wallet");
   $("lobby-balance").textContent = money(w.balance);
-  if (!kinds.length) {
-    const k = await get("/api/lobby/kinds");
-    kinds = k.kinds;
+  if (!kinds.length) kinds = (await get("/api/lobby/kinds")).kinds;
+  if (!selectedKind) {
     renderKindCards();
     selectKind(kindInfo(remembered.kind) ? remembered.kind : kinds[0]?.kind, remembered.tier);
   }
@@ -218,9 +217,22 @@ function openTable(matchId, tb) {
   if (table) table.close();
   const info = tb || tableInfo[matchId] || {};
   table = new Table(matchId, me, () => { finished.add(matchId); }, {
-    title: info.kind ? kindTitle(info.kind) : undefined, stakeCents: info.stake_cents, seatCount: info.seat_count,
-    playAgain: info.kind ? (opts) => guard(() => playAgain(info.kind, opts)) : undefined,
+    kind: info.kind, title: info.kind ? kindTitle(info.kind) : undefined, stakeCents: info.stake_cents, seatCount: info.seat_count,
+    resolveKind, kindTitle, playAgain: (opts) => guard(() => playAgain(opts.kind, opts)),
   });
+}
+
+// The kind a match was played as, from its variant and options (a table opened from a link).
+function resolveKind(st) {
+  const k = kinds.find((x) => x.variant === st.variant && x.seat_count === st.seats.length
+    && Object.entries(x.options).every(([key, v]) => st.options?.[key] === v));
+  return k?.kind;
+}
+
+async function openFromLink(matchId) {
+  if (!kinds.length) kinds = (await get("/api/lobby/kinds")).kinds;
+  const mine = await get("/api/lobby/mine");
+  openTable(matchId, mine.find((tb) => tb.match_id === matchId));
 }
 
 // The same game again: against the CPU at once; at a paid table the same stake, and the

@@ -150,8 +150,11 @@ export class Table {
 
   events(list) {
     const fresh = list.filter((e) => e.seq > this.seq);
-    for (const e of fresh) this.onEvent(e);
-    if (fresh.length) {
+    // The first frame after opening the table replays the match so far: history, not news
+    // (no toasts or summaries for hands long over, no clock estimate from old stamps).
+    const live = this.seq > 0;
+    for (const e of fresh) this.onEvent(e, !live);
+    if (fresh.length && live) {
       // The server stamped this event before we got it: server now >= at_ms.
       const est = fresh[fresh.length - 1].at_ms - Date.now();
       this.skewMs = this.skewMs === null ? est : Math.max(this.skewMs, est);
@@ -196,8 +199,9 @@ export class Table {
     setTimeout(() => a.remove(), TOAST_MS);
   }
 
-  onEvent(e) {
+  onEvent(e, quiet = false) {
     const d = e.data || {};
+    if (quiet && e.kind !== "deal_commitment") return;
     switch (e.kind) {
       case "deal_commitment": {
         const c = d.commitment?.record?.commitment;
@@ -310,13 +314,14 @@ export class Table {
 
   againButton() {
     const st = this.view?.state;
-    if (!this.info.playAgain || !st) return "";
+    const kind = this.info.kind || this.info.resolveKind?.(st);
+    if (!this.info.playAgain || !st || !kind) return "";
     const me = this.mySeat();
     const cpu = st.seats.every((s) => s.seat === me || (s.bot && !s.player_id));
     const mate = this.pairs() ? st.seats[(me + 2) % 4] : null;
     const partner = mate && mate.player_id && !mate.bot ? mate.player_id : undefined;
     return el("button", { type: "button", text: partner ? `${t("playagain")} (${partner})` : t("playagain"), "data-test": "play-again",
-      onclick: () => this.info.playAgain({ tier: st.tier, partner, cpu }) });
+      onclick: () => this.info.playAgain({ kind, tier: st.tier, partner, cpu }) });
   }
 
   // The money of the match from the player's own statement (the ledger's truth): his stake
@@ -404,7 +409,8 @@ export class Table {
   render() {
     const v = this.view;
     const st = v.state;
-    const title = this.info.title || st.variant;
+    const resolved = this.info.title ? null : this.info.resolveKind?.(st);
+    const title = this.info.title || (resolved && this.info.kindTitle ? this.info.kindTitle(resolved) : st.variant);
     $("table-title").textContent = `${title} · ${st.tier === "free" ? t("free") : money(Math.round(Number(st.tier) * 100))} · ${t("handno")} ${num(st.hand_no)}`;
     const [[k1, s1], ...rest] = this.scoreLines(st.scores);
     $("score-us").textContent = num(s1);

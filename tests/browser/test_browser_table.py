@@ -363,6 +363,10 @@ def test_browser_partner_invitation_declined_then_accepted(platform: tuple[str, 
                 page.wait_for_selector("#my-tables li[data-kind=casa-parejas]", timeout=15_000)
             after = {name: _balance(p) for name, p in pages.items()}
             assert after == {name: b - STAKE for name, b in before.items()}, (before, after)
+            # The last game and stake are remembered on the next visit.
+            ana.goto(base + "/#lobby")
+            ana.wait_for_selector("[data-kind=casa-parejas][aria-pressed=true]")
+            assert ana.input_value("#tier-select") == "10"
             assert not errors, errors
         finally:
             browser.close()

@@ -3,6 +3,7 @@ guard fails here, before it can be served to anyone."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from services.common.migrate import upgrade
 from services.engine.app import create_app as create_engine
 from services.ledger.app import create_app as create_ledger
 from services.matchmaking.app import create_app as create_matchmaking
-from tests.api.api_helpers import bearer, make_user
+from tests.api.api_helpers import PASSWORD, bearer, make_user
 from tests.conftest import make_settings
 
 # Routes every app gets from the shared factory and Litestar: the health probe and metrics
@@ -133,3 +134,22 @@ async def test_role_guard_answers_as_before(settings):
         assert wrong_role.status_code == 403 and wrong_role.json()["error"] == "forbidden"
         me = await client.get("/api/me", headers=await bearer(client, "gina"))
         assert me.status_code == 200 and me.json()["id"] == "gina"
+
+
+def test_table_socket_checks_the_role_at_connect(settings):
+    """The socket's own check is the guards' `authorize`: staff are refused like strangers."""
+    from litestar.exceptions import WebSocketDisconnect
+    from litestar.testing import TestClient
+
+    asyncio.run(make_user(settings.database_url, "ines", role="finance"))
+    with TestClient(create_gateway(settings)) as client:
+        r = client.post(
+            "/api/auth/tokens", json={"username": "ines", "password": PASSWORD, "label": "t"}
+        )
+        assert r.status_code == 201, r.text
+        headers = {"Authorization": f"Bearer {r.json()['token']}"}
+        with client.websocket_connect("/api/matches/m-1/ws", headers=headers) as ws:
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_text()
+            assert closed.value.code == 1008
+            assert closed.value.detail == "sign in as a player"

@@ -20,9 +20,10 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
+from api.accounts import Session
 from api.backends import call, get_backends
+from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.security import require
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.ledger.contract import (
@@ -117,12 +118,6 @@ def _params(**values: str | None) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-@get("/api/me/wallet", tags=["player"], responses=READ_ERRORS)
-async def my_wallet(request: Request[Any, Any, Any]) -> Wallet:
-    session = await require(request, "player")
-    return await wallet_of(request.app.state, session.user.id)
-
-
 async def _statement(
     state: Any,
     player: str,
@@ -152,25 +147,12 @@ async def _statement(
         raise
 
 
-@get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
-async def my_statement(
-    request: Request[Any, Any, Any],
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-    after: Version = 0,
-    limit: PageSize = MAX_STATEMENT_PAGE,
-) -> StatementPage:
-    """Your wallet's movements with the running balance, a page at a time: the lines after
-    wallet version `after`; `next` is the `after` of the next page (null on the last)."""
-    session = await require(request, "player")
-    return await _statement(request.app.state, session.user.id, since, until, after, limit)
-
-
 # --- finance -------------------------------------------------------------------------------
 
 
-async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: str) -> Any:
-    session = await require(request, "finance")
+async def _cashier(
+    request: Request[Any, Any, Any], session: Session, data: CashierRequest, kind: str
+) -> Any:
     from api import accounts
 
     user = await accounts.get_user(request.app.state.db, data.player)
@@ -202,79 +184,6 @@ async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: 
         entry_id=getattr(result, "entry_id", None),
         replayed=bool(getattr(result, "replayed", False)),
     )
-
-
-@post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def deposit(request: Request[Any, Any, Any], data: JSONBody[CashierRequest]) -> CashierResult:
-    """Cashier deposit: external:cashier -> wallet:<player>."""
-    result: CashierResult = await _cashier(request, data, "deposit")
-    return result
-
-
-@post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def withdraw(
-    request: Request[Any, Any, Any], data: JSONBody[CashierRequest]
-) -> CashierResult:
-    """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
-    result: CashierResult = await _cashier(request, data, "withdrawal")
-    return result
-
-
-@get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
-async def trial_balance(request: Request[Any, Any, Any]) -> Any:
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/trial-balance", Any))
-
-
-@get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
-async def pots(
-    request: Request[Any, Any, Any],
-    status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
-) -> Any:
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/pots", Any, params=_params(status=status)))
-
-
-@get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
-async def commission(
-    request: Request[Any, Any, Any],
-    by: FromQuery[
-        Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
-    ] = "day",
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Any:
-    """Commission of settled pots by day, tier or variant (or two of them)."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    params = _params(by=by, since=_date("since", since), until=_date("until", until))
-    return await call("ledger", ledger.get("/v1/reports/commission", Any, params=params))
-
-
-@get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
-async def statement(
-    request: Request[Any, Any, Any],
-    player: FromPath[str],
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-    after: Version = 0,
-    limit: PageSize = MAX_STATEMENT_PAGE,
-) -> StatementPage:
-    """A player's statement, a page at a time (as `/api/me/statement`)."""
-    await require(request, "finance")
-    if not msgspec_ok_player(player):
-        raise ServiceError(400, "invalid_request", "player: 3 to 32 of a-z 0-9 _ . -")
-    return await _statement(request.app.state, player, since, until, after, limit)
-
-
-@get("/api/finance/chain", tags=["finance"], responses=READ_ERRORS)
-async def chain(request: Request[Any, Any, Any]) -> Any:
-    """Verify the journal's hash chain (seals new entries first)."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/chain", Any))
 
 
 def msgspec_ok_player(player: str) -> bool:
@@ -367,77 +276,169 @@ async def _statement_csv(
     _too_long("statement")
 
 
-@get(
-    "/api/finance/export/{report:str}",
-    tags=["finance"],
-    media_type="text/csv; charset=utf-8",
-    responses=READ_ERRORS,
-)
-async def export_csv(
-    request: Request[Any, Any, Any],
-    report: FromPath[Literal["pots", "commission", "journal", "trial-balance", "statement"]],
-    player: FromQuery[str | None] = None,
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Response[str] | Stream:
-    """CSV export of a finance report; the journal and statements stream page by page."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    params = _params(since=_date("since", since), until=_date("until", until))
-    name = f"mesa-{report}-{date.today().isoformat()}.csv"
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
-    # The first page is read before the answer starts, so a refusal is still a clean 4xx/503;
-    # a later page that fails cuts the download short (the client sees an incomplete body).
-    if report == "journal":
-        first = await call(
-            "ledger",
-            ledger.get(
-                "/v1/reports/journal",
-                JournalPage,
-                params={**params, "limit": MAX_JOURNAL_PAGE},
-            ),
-        )
-        return Stream(
-            _journal_csv(ledger, params, first),
-            media_type="text/csv; charset=utf-8",
-            headers=headers,
-        )
-    if report == "statement":
-        if player is None or not msgspec_ok_player(player):
-            raise ServiceError(400, "invalid_request", "player is required for a statement")
-        page = await _statement(request.app.state, player, since, until)
-        return Stream(
-            _statement_csv(request.app.state, player, since, until, page),
-            media_type="text/csv; charset=utf-8",
-            headers=headers,
-        )
-    rows: list[dict[str, Any]]
-    if report == "pots":
-        rows = await call("ledger", ledger.get("/v1/reports/pots", list[dict[str, Any]]))
-    elif report == "commission":
-        rows = await call(
-            "ledger",
-            ledger.get(
-                "/v1/reports/commission",
-                list[dict[str, Any]],
-                params={**params, "by": "day,tier,variant"},
-            ),
-        )
-    else:
-        tb = await call("ledger", ledger.get("/v1/reports/trial-balance", dict[str, Any]))
-        rows = list(tb.get("accounts", []))
-    return Response(to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+class PlayerController(GuardedController):
+    """A player's own wallet and statement."""
+
+    guards = [requires_role("player")]
+
+    @get("/api/me/wallet", tags=["player"], responses=READ_ERRORS)
+    async def my_wallet(self, user: CurrentUser, request: Request[Any, Any, Any]) -> Wallet:
+        return await wallet_of(request.app.state, user.id)
+
+    @get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
+    async def my_statement(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        after: Version = 0,
+        limit: PageSize = MAX_STATEMENT_PAGE,
+    ) -> StatementPage:
+        """Your wallet's movements with the running balance, a page at a time: the lines after
+        wallet version `after`; `next` is the `after` of the next page (null on the last)."""
+        return await _statement(request.app.state, user.id, since, until, after, limit)
 
 
-ROUTES = [
-    my_wallet,
-    my_statement,
-    deposit,
-    withdraw,
-    trial_balance,
-    pots,
-    commission,
-    statement,
-    chain,
-    export_csv,
-]
+class FinanceController(GuardedController):
+    """Cashier and finance reports: finance only."""
+
+    guards = [requires_role("finance")]
+
+    @post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
+    async def deposit(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        data: JSONBody[CashierRequest],
+    ) -> CashierResult:
+        """Cashier deposit: external:cashier -> wallet:<player>."""
+        result: CashierResult = await _cashier(request, session, data, "deposit")
+        return result
+
+    @post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
+    async def withdraw(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        data: JSONBody[CashierRequest],
+    ) -> CashierResult:
+        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
+        result: CashierResult = await _cashier(request, session, data, "withdrawal")
+        return result
+
+    @get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
+    async def trial_balance(self, request: Request[Any, Any, Any]) -> Any:
+        ledger = get_backends(request.app.state).ledger
+        return await call("ledger", ledger.get("/v1/reports/trial-balance", Any))
+
+    @get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
+    async def pots(
+        self,
+        request: Request[Any, Any, Any],
+        status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
+    ) -> Any:
+        ledger = get_backends(request.app.state).ledger
+        return await call(
+            "ledger", ledger.get("/v1/reports/pots", Any, params=_params(status=status))
+        )
+
+    @get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
+    async def commission(
+        self,
+        request: Request[Any, Any, Any],
+        by: FromQuery[
+            Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
+        ] = "day",
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+    ) -> Any:
+        """Commission of settled pots by day, tier or variant (or two of them)."""
+        ledger = get_backends(request.app.state).ledger
+        params = _params(by=by, since=_date("since", since), until=_date("until", until))
+        return await call("ledger", ledger.get("/v1/reports/commission", Any, params=params))
+
+    @get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
+    async def statement(
+        self,
+        request: Request[Any, Any, Any],
+        player: FromPath[str],
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        after: Version = 0,
+        limit: PageSize = MAX_STATEMENT_PAGE,
+    ) -> StatementPage:
+        """A player's statement, a page at a time (as `/api/me/statement`)."""
+        if not msgspec_ok_player(player):
+            raise ServiceError(400, "invalid_request", "player: 3 to 32 of a-z 0-9 _ . -")
+        return await _statement(request.app.state, player, since, until, after, limit)
+
+    @get("/api/finance/chain", tags=["finance"], responses=READ_ERRORS)
+    async def chain(self, request: Request[Any, Any, Any]) -> Any:
+        """Verify the journal's hash chain (seals new entries first)."""
+        ledger = get_backends(request.app.state).ledger
+        return await call("ledger", ledger.get("/v1/reports/chain", Any))
+
+    @get(
+        "/api/finance/export/{report:str}",
+        tags=["finance"],
+        media_type="text/csv; charset=utf-8",
+        responses=READ_ERRORS,
+    )
+    async def export_csv(
+        self,
+        request: Request[Any, Any, Any],
+        report: FromPath[Literal["pots", "commission", "journal", "trial-balance", "statement"]],
+        player: FromQuery[str | None] = None,
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+    ) -> Response[str] | Stream:
+        """CSV export of a finance report; the journal and statements stream page by page."""
+        ledger = get_backends(request.app.state).ledger
+        params = _params(since=_date("since", since), until=_date("until", until))
+        name = f"mesa-{report}-{date.today().isoformat()}.csv"
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        # The first page is read before the answer starts, so a refusal is still a clean 4xx/503;
+        # a later page that fails cuts the download short (the client sees an incomplete body).
+        if report == "journal":
+            first = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/journal",
+                    JournalPage,
+                    params={**params, "limit": MAX_JOURNAL_PAGE},
+                ),
+            )
+            return Stream(
+                _journal_csv(ledger, params, first),
+                media_type="text/csv; charset=utf-8",
+                headers=headers,
+            )
+        if report == "statement":
+            if player is None or not msgspec_ok_player(player):
+                raise ServiceError(400, "invalid_request", "player is required for a statement")
+            page = await _statement(request.app.state, player, since, until)
+            return Stream(
+                _statement_csv(request.app.state, player, since, until, page),
+                media_type="text/csv; charset=utf-8",
+                headers=headers,
+            )
+        rows: list[dict[str, Any]]
+        if report == "pots":
+            rows = await call("ledger", ledger.get("/v1/reports/pots", list[dict[str, Any]]))
+        elif report == "commission":
+            rows = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/commission",
+                    list[dict[str, Any]],
+                    params={**params, "by": "day,tier,variant"},
+                ),
+            )
+        else:
+            tb = await call("ledger", ledger.get("/v1/reports/trial-balance", dict[str, Any]))
+            rows = list(tb.get("accounts", []))
+        return Response(to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+ROUTES = [PlayerController, FinanceController]

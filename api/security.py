@@ -464,14 +464,3 @@ def check_csrf(connection: ASGIConnection[Any, Any, Any, Any], session: Session)
         raise ServiceError(403, "csrf_failed", "missing or wrong X-CSRF-Token")
     if not hmac.compare_digest(header.encode(), session.csrf_token.encode()):
         raise ServiceError(403, "csrf_failed", "CSRF token does not belong to this session")
-
-
-async def require(connection: ASGIConnection[Any, Any, Any, Any], *roles: str) -> Session:
-    """The caller's session if it has one of `roles`; 401 when signed out, 403 otherwise."""
-    session = await session_of(connection)
-    if session is None:
-        raise ServiceError(401, "unauthorized", "sign in first")
-    check_csrf(connection, session)
-    if roles and session.user.role not in roles:
-        raise ServiceError(403, "forbidden", "your role may not do this")
-    return session

@@ -28,6 +28,7 @@ from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.ledger.contract import (
     MAX_JOURNAL_PAGE,
+    MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
     AccountOpened,
     DepositRequest,
@@ -263,6 +264,44 @@ async def _journal_csv(
     _too_long("journal")
 
 
+# The ledger's pots report, column by column (ledger/reports.py `pots`).
+POT_COLUMNS = [
+    "match_id",
+    "tier",
+    "variant",
+    "currency",
+    "status",
+    "stake_total",
+    "balance",
+    "commission_rate_bp",
+    "commission",
+    "start_entry_id",
+    "close_entry_id",
+    "started_at",
+    "closed_at",
+    "ok",
+]
+
+
+async def _pots_csv(ledger: Any, first: list[dict[str, Any]]) -> AsyncIterator[str]:
+    """Every pot as CSV, page by page from the ledger (oldest first): one page in memory."""
+    page = first
+    yield _csv_lines([POT_COLUMNS])
+    for _ in range(MAX_EXPORT_PAGES):
+        yield _csv_lines([[row.get(k) for k in POT_COLUMNS] for row in page])
+        if len(page) < MAX_POTS_PAGE:
+            return
+        page = await call(
+            "ledger",
+            ledger.get(
+                "/v1/reports/pots",
+                list[dict[str, Any]],
+                params={"after": str(page[-1]["match_id"]), "limit": MAX_POTS_PAGE},
+            ),
+        )
+    _too_long("pots")
+
+
 async def _statement_csv(
     state: Any, player: str, since: str | None, until: str | None, first: StatementPage
 ) -> AsyncIterator[str]:
@@ -337,10 +376,14 @@ class FinanceController(GuardedController):
         self,
         request: Request[Any, Any, Any],
         status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
+        after: Annotated[str | None, Parameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")] = None,
+        limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = 200,
     ) -> Any:
+        """A page of pots, oldest first; the next page starts after the last row's match."""
         ledger = get_backends(request.app.state).ledger
+        params = _params(status=status, after=after)
         return await call(
-            "ledger", ledger.get("/v1/reports/pots", Any, params=_params(status=status))
+            "ledger", ledger.get("/v1/reports/pots", Any, params={**params, "limit": limit})
         )
 
     @get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
@@ -425,8 +468,16 @@ class FinanceController(GuardedController):
             )
         rows: list[dict[str, Any]]
         if report == "pots":
-            rows = await call("ledger", ledger.get("/v1/reports/pots", list[dict[str, Any]]))
-        elif report == "commission":
+            pots_page = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/pots", list[dict[str, Any]], params={"limit": MAX_POTS_PAGE}
+                ),
+            )
+            return Stream(
+                _pots_csv(ledger, pots_page), media_type="text/csv; charset=utf-8", headers=headers
+            )
+        if report == "commission":
             rows = await call(
                 "ledger",
                 ledger.get(

@@ -92,8 +92,15 @@ async def trial_balance(
     }
 
 
-async def pots(conn: asyncpg.Connection, status: str | None = None) -> list[Row]:
-    """Pots with their state; ``ok`` is false for a closed pot not at zero (or open pot short)."""
+async def pots(
+    conn: asyncpg.Connection,
+    status: str | None = None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[Row]:
+    """Pots with their state, oldest first; ``ok`` is false for a closed pot not at zero (or an
+    open pot short). A page: the pots started after the pot of match ``after`` (its start and
+    match id), at most ``limit`` of them."""
     rows = await conn.fetch(
         """
         SELECT p.match_id, p.tier, p.variant, p.currency, p.status, p.stake_total, a.balance,
@@ -103,9 +110,14 @@ async def pots(conn: asyncpg.Connection, status: str | None = None) -> list[Row]
                     ELSE a.balance = 0 AND a.closed_at IS NOT NULL END AS ok
         FROM ledger.pots p JOIN ledger.accounts a ON a.id = p.account_id
         WHERE ($1::text IS NULL OR p.status = $1)
+          AND ($2::text IS NULL OR (p.started_at, p.match_id) >
+               (SELECT c.started_at, c.match_id FROM ledger.pots c WHERE c.match_id = $2))
         ORDER BY p.started_at, p.match_id
+        LIMIT $3
         """,
         status,
+        after,
+        limit,
     )
     return clean([dict(r) for r in rows])
 

@@ -49,6 +49,7 @@ from services.common.metrics import (
 )
 from services.ledger.contract import (
     MAX_JOURNAL_PAGE,
+    MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
     AccountOpened,
     DepositRequest,
@@ -286,12 +287,18 @@ async def trial_balance_report(
 
 @get("/v1/reports/pots", opt=REPORT_READERS)
 async def pots_report(
-    state: State, status: FromQuery[str | None] = None, format: FromQuery[str] = "json"
+    state: State,
+    status: FromQuery[str | None] = None,
+    after: Annotated[str | None, Parameter(min_length=1, max_length=128)] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = MAX_POTS_PAGE,
+    format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of pots, oldest first, after the pot of match `after`; a page shorter than
+    `limit` is the last."""
     if status not in (None, "open", "settled", "voided"):
         raise ServiceError(400, "invalid_status", "status must be open, settled or voided")
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.pots(conn, status)
+        rows = await reports.pots(conn, status, after=after, limit=limit)
     return _rows(rows, format)
 
 

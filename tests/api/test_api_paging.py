@@ -170,3 +170,80 @@ async def test_registration_opens_the_wallet_the_ledger_then_takes_money_for(ser
     finally:
         await conn.close()
     assert row is not None and dict(row) == {"kind": "wallet", "balance": 0, "version": 0}
+
+
+POTS = 23
+
+
+async def _start_matches(url: str, n: int) -> None:
+    """`n` $1 1v1 matches between two players, each a pot in the ledger."""
+    from ledger.ops import Ledger, Seat
+
+    ledger = await Ledger.connect(url)
+    try:
+        for player in ("olla_a", "olla_b"):
+            await ledger.open_wallet(player)
+            await ledger.deposit(f"olla-dep-{player}", player, 100 * n, "USD", "pots test")
+        for m in range(n):
+            seats = []
+            for seat, player in enumerate(("olla_a", "olla_b")):
+                reservation = f"olla-r-{m}-{seat}"
+                await ledger.hold(f"olla-h-{m}-{seat}", player, reservation, 100)
+                seats.append(Seat(seat=seat, player=player, reservation_id=reservation))
+            await ledger.start_match(f"olla-s-{m}", f"olla-match-{m:03d}", "free", "casa", seats)
+    finally:
+        await ledger.close()
+
+
+@pytest.fixture(scope="module")
+def pots_db(paging_db: str) -> str:
+    asyncio.run(_start_matches(paging_db, POTS))
+    return paging_db
+
+
+async def _ledger_pots(url: str) -> list[dict[str, object]]:
+    conn = await asyncpg.connect(plain_dsn(url))
+    try:
+        return [dict(r) for r in await reports.pots(conn)]
+    finally:
+        await conn.close()
+
+
+async def test_pots_are_paged_and_their_export_streams_page_by_page(served, pots_db, monkeypatch):
+    """The pots list grows with every match: the finance route pages it by cursor, and the
+    CSV export reads it from the ledger a page at a time (a page of 4 here)."""
+    import api.routes_money
+
+    expected = await _ledger_pots(pots_db)
+    assert len(expected) == POTS
+    client = await _signed_in(served, "libro")
+    try:
+        seen: list[str] = []
+        after: str | None = None
+        for _ in range(POTS + 1):
+            params: dict[str, object] = {"limit": 4, **({"after": after} if after else {})}
+            response = await client.get("/api/finance/pots", params=params)
+            assert response.status_code == 200, response.text
+            page = response.json()
+            assert len(page) <= 4
+            seen.extend(str(row["match_id"]) for row in page)
+            if len(page) < 4:
+                break
+            after = str(page[-1]["match_id"])
+        assert seen == [str(row["match_id"]) for row in expected]
+
+        monkeypatch.setattr(api.routes_money, "MAX_POTS_PAGE", 4)
+        body = bytearray()
+        chunks = 0
+        async with client.stream("GET", "/api/finance/export/pots") as response:
+            assert response.status_code == 200
+            assert "content-length" not in response.headers
+            async for chunk in response.aiter_bytes():
+                chunks += 1
+                body.extend(chunk)
+    finally:
+        await client.aclose()
+    rows = list(csv.DictReader(io.StringIO(body.decode())))
+    assert [r["match_id"] for r in rows] == [str(row["match_id"]) for row in expected]
+    assert [int(r["stake_total"]) for r in rows] == [int(str(p["stake_total"])) for p in expected]
+    assert chunks > 1

@@ -1,4 +1,4 @@
-"""The transparency log in PostgreSQL (schema `fairness`), async over SQLAlchemy 2 Core.
+"""The transparency log in PostgreSQL (schema `fairness`), over the engine's asyncpg pool.
 
 An append is one call of the PL/pgSQL function `fairness.append_leaves` (migration 0002): it
 locks the single head row (`SELECT ... FOR UPDATE`), which keeps the compact range (frontier),
@@ -12,8 +12,6 @@ forward); triggers refuse UPDATE, DELETE and TRUNCATE on them for everyone.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +19,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from fairness.commitments import (
     DEFAULT_ORIGIN,
@@ -82,44 +78,37 @@ class DealProof:
 
 
 class LogStore:
-    def __init__(self, engine: AsyncEngine, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
-        self.engine = engine
+    def __init__(self, pool: asyncpg.Pool, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
+        self.pool = pool
         self.key = key
         self.origin = origin
         # keys trusted for signatures: the operator's own, plus those read from fairness.keys
         # (re-read when a record names an unknown key id)
         self._keys: dict[str, bytes] = {key.key_id: key.public_raw}
-        self._append_conn: AsyncConnection | None = None
-        self._append_driver: Any = None
-        self._append_lock: asyncio.Lock | None = None
-        self._append_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ keys
 
     async def register_key(self) -> None:
         """Publish the operator's current public key (idempotent)."""
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO fairness.keys (key_id, public_key) VALUES (:kid, :pub) "
-                    "ON CONFLICT (key_id) DO NOTHING"
-                ),
-                {"kid": self.key.key_id, "pub": self.key.public_raw},
-            )
+        await self.pool.execute(
+            "INSERT INTO fairness.keys (key_id, public_key) VALUES ($1, $2) "
+            "ON CONFLICT (key_id) DO NOTHING",
+            self.key.key_id,
+            self.key.public_raw,
+        )
 
     async def public_keys(self) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text("SELECT key_id, public_key, created_at FROM fairness.keys ORDER BY created_at")
-            )
-            return [
-                {
-                    "key_id": r.key_id,
-                    "public_key": bytes(r.public_key).hex(),
-                    "created_at": r.created_at,
-                }
-                for r in rows
-            ]
+        rows = await self.pool.fetch(
+            "SELECT key_id, public_key, created_at FROM fairness.keys ORDER BY created_at"
+        )
+        return [
+            {
+                "key_id": r["key_id"],
+                "public_key": bytes(r["public_key"]).hex(),
+                "created_at": r["created_at"],
+            }
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ append
 
@@ -214,121 +203,69 @@ class LogStore:
         return LogError(f"refused {kind}: commitment differs from the logged one")
 
     async def _call_append(self, args: tuple[list[Any], ...]) -> list[Any]:
-        """Run `fairness.append_leaves` on the store's own connection: checked out once and
-        kept, in autocommit, so an append is exactly one round trip (a pool checkout would
-        add the pre-ping's BEGIN / ; / ROLLBACK)."""
-        loop = asyncio.get_running_loop()
-        if self._append_lock is None or self._append_loop is not loop:
-            await self._drop_append_conn()
-            self._append_lock = asyncio.Lock()
-            self._append_loop = loop
-        async with self._append_lock:
-            if self._append_conn is None:
-                conn = await self.engine.connect()
-                try:
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    raw = await conn.get_raw_connection()
-                except BaseException:
-                    await conn.close()
-                    raise
-                self._append_conn = conn
-                self._append_driver = raw.driver_connection
-            driver = self._append_driver
-            if driver is None:
-                raise LogError("transparency log connection is not open")
-            try:
-                return list(await driver.fetch(APPEND_SQL, *args, timeout=APPEND_TIMEOUT_S))
-            except asyncpg.PostgresError:
-                raise  # the statement failed; the connection is fine (autocommit)
-            except BaseException:
-                # connection lost, timeout or cancellation mid-call: do not reuse it
-                await self._drop_append_conn()
-                raise
-
-    async def _drop_append_conn(self) -> None:
-        conn, self._append_conn, self._append_driver = self._append_conn, None, None
-        if conn is None:
-            return
-        # it may be broken already, or belong to an event loop that has ended
-        with contextlib.suppress(Exception):
-            await conn.invalidate()
-            await conn.close()
+        """Run `fairness.append_leaves`: one autocommit statement on a pooled connection, so
+        an append is exactly one round trip (asyncpg's checkout sends nothing)."""
+        return list(await self.pool.fetch(APPEND_SQL, *args, timeout=APPEND_TIMEOUT_S))
 
     async def aclose(self) -> None:
-        """Return the append connection (call before disposing of the engine)."""
-        await self._drop_append_conn()
+        """Nothing to return: the store holds no connection between calls (the pool's owner
+        closes the pool)."""
 
     async def _known_keys(self) -> dict[str, bytes]:
         keys = {self.key.key_id: self.key.public_raw}
-        async with self.engine.connect() as conn:
-            for r in await conn.execute(text("SELECT key_id, public_key FROM fairness.keys")):
-                keys[r.key_id] = bytes(r.public_key)
+        for r in await self.pool.fetch("SELECT key_id, public_key FROM fairness.keys"):
+            keys[r["key_id"]] = bytes(r["public_key"])
         return keys
 
     # ------------------------------------------------------------------ reads
 
     async def head(self) -> tuple[int, bytes]:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
-                )
-            ).one()
-            return r.tree_size, bytes(r.root_hash)
+        r = await self.pool.fetchrow("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
+        if r is None:
+            raise LogError("the log has no head row")
+        return r["tree_size"], bytes(r["root_hash"])
 
     async def leaf(self, index: int) -> bytes:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT leaf_data FROM fairness.leaves WHERE idx = :i"), {"i": index}
-                )
-            ).one_or_none()
-        if r is None:
+        data = await self.pool.fetchval(
+            "SELECT leaf_data FROM fairness.leaves WHERE idx = $1", index
+        )
+        if data is None:
             raise LogError(f"no leaf {index}")
-        return bytes(r.leaf_data)
+        return bytes(data)
 
     async def leaves(self, start: int, end: int) -> list[tuple[int, str, bytes]]:
         """(index, type, leaf data) for start <= index < end (auditors mirror the log)."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT idx, type, leaf_data FROM fairness.leaves"
-                    " WHERE idx >= :a AND idx < :b ORDER BY idx"
-                ),
-                {"a": start, "b": end},
-            )
-            return [(r.idx, r.type, bytes(r.leaf_data)) for r in rows]
+        rows = await self.pool.fetch(
+            "SELECT idx, type, leaf_data FROM fairness.leaves"
+            " WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+            start,
+            end,
+        )
+        return [(r["idx"], r["type"], bytes(r["leaf_data"])) for r in rows]
 
     async def commitment_index(self, deal_id: str) -> int:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text(
-                        "SELECT idx FROM fairness.leaves WHERE type = 'commitment' AND deal_id = :d"
-                    ),
-                    {"d": deal_id},
-                )
-            ).one_or_none()
-        if r is None:
+        idx = await self.pool.fetchval(
+            "SELECT idx FROM fairness.leaves WHERE type = 'commitment' AND deal_id = $1", deal_id
+        )
+        if idx is None:
             raise LogError(f"no commitment for deal {deal_id!r}")
-        return int(r.idx)
+        return int(idx)
 
     async def _range_hashes(
-        self, conn: AsyncConnection, ranges: list[tuple[int, int]]
+        self, conn: asyncpg.Connection, ranges: list[tuple[int, int]]
     ) -> list[bytes]:
         wanted = [perfect_nodes(a, b) for a, b in ranges]
         flat = sorted({n for group in wanted for n in group})
         if not flat:
             return []
-        rows = await conn.execute(
-            text(
-                "SELECT n.level, n.idx, n.hash FROM fairness.nodes n"
-                " JOIN unnest(CAST(:levels AS smallint[]), CAST(:idxs AS bigint[])) AS q(level, idx)"
-                " ON n.level = q.level AND n.idx = q.idx"
-            ),
-            {"levels": [lvl for lvl, _ in flat], "idxs": [i for _, i in flat]},
+        rows = await conn.fetch(
+            "SELECT n.level, n.idx, n.hash FROM fairness.nodes n"
+            " JOIN unnest(CAST($1 AS smallint[]), CAST($2 AS bigint[])) AS q(level, idx)"
+            " ON n.level = q.level AND n.idx = q.idx",
+            [lvl for lvl, _ in flat],
+            [i for _, i in flat],
         )
-        found = {(r.level, r.idx): bytes(r.hash) for r in rows}
+        found = {(r["level"], r["idx"]): bytes(r["hash"]) for r in rows}
         missing = [n for n in flat if n not in found]
         if missing:
             raise LogError(f"log nodes missing: {missing[:3]}")
@@ -338,7 +275,7 @@ class LogStore:
         self, index: int, tree_size: int | None = None
     ) -> tuple[int, list[bytes]]:
         """(tree_size, audit path) for leaf `index`; default size is the current head."""
-        async with self.engine.connect() as conn:
+        async with self.pool.acquire() as conn:
             current = await self._size(conn)
             size = current if tree_size is None else tree_size
             if not 0 <= index < size <= current:
@@ -346,7 +283,7 @@ class LogStore:
             return size, await self._range_hashes(conn, inclusion_ranges(index, size))
 
     async def consistency_proof(self, old_size: int, new_size: int | None = None) -> list[bytes]:
-        async with self.engine.connect() as conn:
+        async with self.pool.acquire() as conn:
             current = await self._size(conn)
             size = current if new_size is None else new_size
             if not 0 <= old_size <= size <= current:
@@ -354,37 +291,27 @@ class LogStore:
             return await self._range_hashes(conn, consistency_ranges(old_size, size))
 
     @staticmethod
-    async def _size(conn: AsyncConnection) -> int:
-        return int(
-            (
-                await conn.execute(text("SELECT tree_size FROM fairness.head WHERE id = 1"))
-            ).scalar_one()
-        )
+    async def _size(conn: asyncpg.Connection) -> int:
+        size = await conn.fetchval("SELECT tree_size FROM fairness.head WHERE id = 1")
+        if size is None:
+            raise LogError("the log has no head row")
+        return int(size)
 
     # ------------------------------------------------------------------ checkpoints
 
     async def latest_checkpoint(self) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT envelope FROM fairness.checkpoints ORDER BY id DESC LIMIT 1")
-                )
-            ).one_or_none()
-        return None if r is None else dict(json.loads(bytes(r.envelope)))
+        envelope = await self.pool.fetchval(
+            "SELECT envelope FROM fairness.checkpoints ORDER BY id DESC LIMIT 1"
+        )
+        return None if envelope is None else dict(json.loads(bytes(envelope)))
 
     async def checkpoint_at_least(self, tree_size: int) -> dict[str, Any] | None:
         """The earliest stored checkpoint covering `tree_size` leaves (for stable proofs)."""
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text(
-                        "SELECT envelope FROM fairness.checkpoints WHERE tree_size >= :n"
-                        " ORDER BY id LIMIT 1"
-                    ),
-                    {"n": tree_size},
-                )
-            ).one_or_none()
-        return None if r is None else dict(json.loads(bytes(r.envelope)))
+        envelope = await self.pool.fetchval(
+            "SELECT envelope FROM fairness.checkpoints WHERE tree_size >= $1 ORDER BY id LIMIT 1",
+            tree_size,
+        )
+        return None if envelope is None else dict(json.loads(bytes(envelope)))
 
     async def checkpoint_if_due(
         self,
@@ -396,46 +323,37 @@ class LogStore:
         `min_interval_s` old (or `force`). Call it every few seconds; replicas may race, an
         advisory lock makes one of them sign. Returns the new signed checkpoint or None."""
         now = now or datetime.now(UTC)
-        async with self.engine.begin() as conn:
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CHECKPOINT_LOCK})
-            head = (
-                await conn.execute(
-                    text("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
-                )
-            ).one()
-            last = (
-                await conn.execute(
-                    text(
-                        "SELECT tree_size, signed_at FROM fairness.checkpoints"
-                        " ORDER BY id DESC LIMIT 1"
-                    )
-                )
-            ).one_or_none()
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", CHECKPOINT_LOCK)
+            head = await conn.fetchrow(
+                "SELECT tree_size, root_hash FROM fairness.head WHERE id = 1"
+            )
+            if head is None:
+                raise LogError("the log has no head row")
+            last = await conn.fetchrow(
+                "SELECT tree_size, signed_at FROM fairness.checkpoints ORDER BY id DESC LIMIT 1"
+            )
             if last is not None:
-                if last.tree_size >= head.tree_size:
+                if last["tree_size"] >= head["tree_size"]:
                     return None
-                if not force and now - last.signed_at < timedelta(seconds=min_interval_s):
+                if not force and now - last["signed_at"] < timedelta(seconds=min_interval_s):
                     return None
             record = checkpoint_record(
                 origin=self.origin,
-                tree_size=head.tree_size,
-                root_hash=bytes(head.root_hash),
+                tree_size=head["tree_size"],
+                root_hash=bytes(head["root_hash"]),
                 time=now,
                 signing_key_id=self.key.key_id,
             )
             envelope = sign_record(self.key.private_key, record)
             await conn.execute(
-                text(
-                    "INSERT INTO fairness.checkpoints (tree_size, root_hash, key_id, signed_at,"
-                    " envelope) VALUES (:n, :r, :k, :t, :e)"
-                ),
-                {
-                    "n": head.tree_size,
-                    "r": bytes(head.root_hash),
-                    "k": self.key.key_id,
-                    "t": now,
-                    "e": canonical_json(envelope),
-                },
+                "INSERT INTO fairness.checkpoints (tree_size, root_hash, key_id, signed_at,"
+                " envelope) VALUES ($1, $2, $3, $4, $5)",
+                head["tree_size"],
+                bytes(head["root_hash"]),
+                self.key.key_id,
+                now,
+                canonical_json(envelope),
             )
             return envelope
 
@@ -457,19 +375,15 @@ class LogStore:
     async def orphans(self, older_than: datetime | None = None) -> list[Orphan]:
         """Commitments not followed by exactly one result or void record (optionally only
         those committed before `older_than`, to skip hands still in play)."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT c.deal_id, c.idx, c.created_at, count(r.idx) AS closing"
-                    " FROM fairness.leaves c"
-                    " LEFT JOIN fairness.leaves r ON r.deal_id = c.deal_id"
-                    "   AND r.type IN ('result', 'void') AND r.idx > c.idx"
-                    " WHERE c.type = 'commitment'"
-                    "   AND (CAST(:cutoff AS timestamptz) IS NULL"
-                    "        OR c.created_at < CAST(:cutoff AS timestamptz))"
-                    " GROUP BY c.deal_id, c.idx, c.created_at"
-                    " HAVING count(r.idx) <> 1 ORDER BY c.idx"
-                ),
-                {"cutoff": older_than},
-            )
-            return [Orphan(r.deal_id, r.idx, r.created_at, r.closing) for r in rows]
+        rows = await self.pool.fetch(
+            "SELECT c.deal_id, c.idx, c.created_at, count(r.idx) AS closing"
+            " FROM fairness.leaves c"
+            " LEFT JOIN fairness.leaves r ON r.deal_id = c.deal_id"
+            "   AND r.type IN ('result', 'void') AND r.idx > c.idx"
+            " WHERE c.type = 'commitment'"
+            "   AND (CAST($1 AS timestamptz) IS NULL OR c.created_at < CAST($1 AS timestamptz))"
+            " GROUP BY c.deal_id, c.idx, c.created_at"
+            " HAVING count(r.idx) <> 1 ORDER BY c.idx",
+            older_than,
+        )
+        return [Orphan(r["deal_id"], r["idx"], r["created_at"], r["closing"]) for r in rows]

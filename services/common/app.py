@@ -296,8 +296,7 @@ async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> N
 def make_health_handler(service: str) -> Any:
     @get("/health", include_in_schema=False)
     async def health(state: State) -> Response[Health]:
-        engine: AsyncEngine | None = state.get("db")
-        ok = engine is not None and await check_database(engine)
+        ok = await check_database(state.get("db"))
         body = Health(service=service, version=VERSION, database="ok" if ok else "unavailable")
         return Response(body, status_code=200 if ok else 503)
 
@@ -473,11 +472,15 @@ def create_service_app(
     public: bool = False,
     on_startup: Sequence[LifespanHook] = (),
     on_shutdown: Sequence[LifespanHook] = (),
-    pool_size: int = 10,
+    pool_size: int | None = 10,
     direct_routes: Sequence[DirectRoute] = (),
     **litestar_kwargs: Any,
 ) -> Litestar:
+    # `pool_size=None`: the service opens its own asyncpg pool in a startup hook and stores
+    # it as `app.state.db` (its only database path, which /health then checks).
     async def open_db(app: Litestar) -> None:
+        if pool_size is None:
+            return
         app.state.db = create_engine(
             settings.database_url,
             application_name=f"mesa-{service}",
@@ -491,8 +494,8 @@ def create_service_app(
             freeze_startup_heap()
 
     async def close_db(app: Litestar) -> None:
-        engine: AsyncEngine | None = app.state.get("db")
-        if engine is not None:
+        engine = app.state.get("db")
+        if isinstance(engine, AsyncEngine):
             await engine.dispose()
 
     guard = RequestGuard(service, settings, public)

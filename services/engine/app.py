@@ -147,9 +147,11 @@ def create_app(
         key = load_operator_key(settings.operator_key_file)
         store = Store(settings.database_url)
         await store.start()
+        # The engine's one database path: match log, fairness log, audit reads and /health.
+        app.state.db = store.started_pool
         fair: Any = fairness
         if fair is None:
-            fair = PgFairnessLog(app.state.db, key)
+            fair = PgFairnessLog(store.started_pool, key)
             await fair.start()
         led: Any = ledger if ledger is not None else HttpLedger(settings)
         engine = Engine(store, clock or RealClock(), key, fair, led)
@@ -161,11 +163,12 @@ def create_app(
         engine: Engine | None = app.state.get("engine")
         if engine is not None:
             await engine.stop()
+            # The fairness writer stops before the pool it writes through closes.
+            if isinstance(engine.fairness, PgFairnessLog):
+                await engine.fairness.aclose()
             await engine.store.stop()
             if isinstance(engine.ledger, HttpLedger):
                 await engine.ledger.aclose()
-            if isinstance(engine.fairness, PgFairnessLog):
-                await engine.fairness.aclose()
 
     return create_service_app(
         "engine",
@@ -182,4 +185,5 @@ def create_app(
         direct_routes=DIRECT_ROUTES,
         on_startup=[start_engine],
         on_shutdown=[stop_engine],
+        pool_size=None,
     )

@@ -12,12 +12,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 import msgspec
 from litestar import get
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, Parameter
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
@@ -62,8 +61,8 @@ def _store(state: State) -> LogStore:
             key = load_operator_key(settings.operator_key_file)
         except ValueError as exc:
             raise ServiceError(503, "no_operator_key", str(exc)[:200]) from None
-        db: AsyncEngine = state.db
-        store = LogStore(db, key)
+        pool: asyncpg.Pool = state.db
+        store = LogStore(pool, key)
         state.audit_store = store
     return store
 
@@ -105,36 +104,29 @@ async def list_transcripts(
     if player is not None and PLAYER_RE.match(player) is None:
         raise ServiceError(400, "invalid_request", "bad player")
     seats_filter = json.dumps({"record": {"seats": [{"player": player}]}}) if player else None
-    db: AsyncEngine = state.db
-    async with db.connect() as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    "SELECT c.idx, c.leaf_data FROM fairness.leaves c"
-                    " WHERE c.type = 'commitment'"
-                    "   AND EXISTS (SELECT 1 FROM fairness.leaves r WHERE r.deal_id = c.deal_id"
-                    "               AND r.type = 'result')"
-                    "   AND (CAST(:prefix AS text) IS NULL OR c.deal_id LIKE :prefix"
-                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
-                    "           = :match)"
-                    "   AND (CAST(:seats AS text) IS NULL"
-                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST(:seats AS jsonb))"
-                    "   AND (CAST(:after AS bigint) IS NULL OR c.idx < :after)"
-                    " ORDER BY c.idx DESC LIMIT :limit"
-                ),
-                {
-                    "prefix": None if match_id is None else match_id.replace("%", "") + "/%",
-                    "match": match_id,
-                    "seats": seats_filter,
-                    "after": after,
-                    "limit": limit + 1,
-                },
-            )
-        ).all()
+    pool: asyncpg.Pool = state.db
+    rows = await pool.fetch(
+        "SELECT c.idx, c.leaf_data FROM fairness.leaves c"
+        " WHERE c.type = 'commitment'"
+        "   AND EXISTS (SELECT 1 FROM fairness.leaves r WHERE r.deal_id = c.deal_id"
+        "               AND r.type = 'result')"
+        "   AND (CAST($1 AS text) IS NULL OR c.deal_id LIKE $1"
+        "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
+        "           = $2)"
+        "   AND (CAST($3 AS text) IS NULL"
+        "        OR convert_from(c.leaf_data, 'UTF8')::jsonb @> CAST($3 AS jsonb))"
+        "   AND (CAST($4 AS bigint) IS NULL OR c.idx < $4)"
+        " ORDER BY c.idx DESC LIMIT $5",
+        None if match_id is None else match_id.replace("%", "") + "/%",
+        match_id,
+        seats_filter,
+        after,
+        limit + 1,
+    )
     page = rows[:limit]
     return TranscriptList(
-        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in page],
-        next=int(page[-1].idx) if len(rows) > limit else None,
+        transcripts=[_summary(int(r["idx"]), bytes(r["leaf_data"]), True) for r in page],
+        next=int(page[-1]["idx"]) if len(rows) > limit else None,
     )
 
 

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+import asyncpg
 
 from fairness.keys import OperatorKey
 from fairness.log_store import LogError, LogStore
@@ -47,8 +46,8 @@ _Pending = tuple[Mapping[str, Any], "asyncio.Future[None]"]
 
 
 class PgFairnessLog:
-    def __init__(self, engine: AsyncEngine, key: OperatorKey) -> None:
-        self.store = LogStore(engine, key)
+    def __init__(self, pool: asyncpg.Pool, key: OperatorKey) -> None:
+        self.store = LogStore(pool, key)
         self._orphans_checked_at = float("-inf")
         self._queue: asyncio.Queue[_Pending] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -120,18 +119,13 @@ class PgFairnessLog:
         """Export the log's health: age of the newest checkpoint while the log has grown past
         it, and commitments older than ORPHAN_AGE without their closing record."""
         now = time.monotonic()
-        async with self.store.engine.connect() as conn:
-            age = (
-                await conn.execute(
-                    text(
-                        "SELECT CASE WHEN h.tree_size > coalesce(max(c.tree_size), 0)"
-                        " THEN extract(epoch FROM now() - coalesce(max(c.signed_at), now()))"
-                        " ELSE 0 END"
-                        " FROM fairness.head h LEFT JOIN fairness.checkpoints c ON true"
-                        " WHERE h.id = 1 GROUP BY h.tree_size"
-                    )
-                )
-            ).scalar_one_or_none()
+        age = await self.store.pool.fetchval(
+            "SELECT CASE WHEN h.tree_size > coalesce(max(c.tree_size), 0)"
+            " THEN extract(epoch FROM now() - coalesce(max(c.signed_at), now()))"
+            " ELSE 0 END"
+            " FROM fairness.head h LEFT JOIN fairness.checkpoints c ON true"
+            " WHERE h.id = 1 GROUP BY h.tree_size"
+        )
         CHECKPOINT_AGE_SECONDS.set(float(age or 0))
         if now - self._orphans_checked_at >= ORPHAN_SCAN_INTERVAL_S:
             self._orphans_checked_at = now

@@ -35,7 +35,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
+from services.common.db import APP_ROLE, asyncpg_dsn, create_pool, keep_session
 from services.common.logging import get_logger
 from services.common.metrics import LOG_BATCH_ENTRIES, LOG_COMMIT_SECONDS
 from services.engine.contract import NOTIFY_CHANNEL
@@ -106,7 +106,9 @@ class _Pending:
 
 
 class Store:
-    def __init__(self, database_url: str, *, pool_size: int = 8) -> None:
+    # The engine's only pool: the match log's writers and reads, plus the fairness log's one
+    # writer, its checkpoints and the audit reads.
+    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
         self._dsn = asyncpg_dsn(database_url)
         self._pool_size = pool_size
         self.pool: asyncpg.Pool | None = None
@@ -126,12 +128,12 @@ class Store:
         )
 
     async def start(self) -> None:
-        self.pool = await asyncpg.create_pool(
+        self.pool = await create_pool(
             self._dsn,
-            min_size=2,
+            application_name="mesa-engine",
             max_size=self._pool_size,
-            server_settings={"role": APP_ROLE, "application_name": "mesa-engine"},
-            # single statements only; the advisory locks live on the lock connection
+            # single statements and short transactions only (the fairness checkpoint's lock is
+            # transaction-scoped); the session advisory locks live on the lock connection
             reset=keep_session,
         )
         self._lock_conn = await self._connect()
@@ -155,6 +157,11 @@ class Store:
         if self.pool is None:
             raise RuntimeError("store not started")
         return self.pool
+
+    @property
+    def started_pool(self) -> asyncpg.Pool:
+        """The pool, once `start` opened it (the engine's fairness log shares it)."""
+        return self._pool()
 
     # ------------------------------------------------------------------ matches
 

@@ -504,6 +504,8 @@ def create_app(
         app.state.ledger = await Ledger.connect(
             settings.database_url, min_size=2, max_size=pool_size, application_name="mesa-ledger"
         )
+        # The service's one database path: postings, reports, the sealer and /health.
+        app.state.db = app.state.ledger.pool
         app.state.group_commit = _GROUP_COMMIT_METRICS.group = GroupCommit(app.state.ledger)
         if seal_in_background:
             app.state.sealer = asyncio.create_task(_sealer(app))
@@ -541,5 +543,5 @@ def create_app(
         direct_routes=DIRECT_ROUTES,
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],
-        pool_size=2,
+        pool_size=None,
     )

@@ -15,13 +15,13 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from services.common.app import DirectRoute, create_service_app
 from services.common.auth import GATEWAY, callers_opt, frozen_callers
 from services.common.config import Settings
+from services.common.db import create_pool, keep_session
 from services.common.direct import JsonPost
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
-from services.matchmaking.db import Database
 from services.matchmaking.kinds import CATALOGUE
 from services.matchmaking.service import Clock, JoinSpec, Matchmaker, _hash, wall_clock_ms
 
@@ -158,6 +158,10 @@ ROUTE_HANDLERS = [
 ]
 
 
+# A statement far slower than this means a stuck database: fail the request, keep the pool.
+STATEMENT_TIMEOUT_S = 10
+
+
 def create_app(
     settings: Settings,
     *,
@@ -172,8 +176,13 @@ def create_app(
     async def start(app: Litestar) -> None:
         ledger = InternalClient.of("ledger", settings, "matchmaking", transport=ledger_transport)
         engine = InternalClient.of("engine", settings, "matchmaking", transport=engine_transport)
-        db = await Database.connect(
-            settings.database_url, max_size=pool_size, application_name="mesa-matchmaking"
+        # The service's one database path: joins, sweeps and /health share this pool.
+        db = app.state.db = await create_pool(
+            settings.database_url,
+            application_name="mesa-matchmaking",
+            max_size=pool_size,
+            command_timeout_s=STATEMENT_TIMEOUT_S,
+            reset=keep_session,
         )
         app.state.matchmaker = Matchmaker(
             db, cfg, ledger=ledger, engine=engine, currency=settings.currency, clock=clock
@@ -200,8 +209,7 @@ def create_app(
         direct_routes=DIRECT_ROUTES,
         on_startup=[start],
         on_shutdown=[stop],
-        # The shared engine serves /health only; matchmaking runs on its own asyncpg pool.
-        pool_size=2,
+        pool_size=None,
     )
 
 

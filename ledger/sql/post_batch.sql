@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION ledger.post_batch(p_ops text[], p_args text[])
- RETURNS text[]
+ RETURNS TABLE(answer text, refusal_sqlstate text, refusal text, refusal_detail text)
  LANGUAGE plpgsql
  SET plan_cache_mode TO 'force_generic_plan'
 AS $function$
@@ -13,6 +13,10 @@ DECLARE
   v text;
   a jsonb;
   v_state text; v_message text; v_detail text;
+  -- an operation's refusal, in its slot: SQLSTATE, code (the error's message) and detail
+  v_states text[] := array_fill(NULL::text, ARRAY[v_n]);
+  v_codes text[] := array_fill(NULL::text, ARRAY[v_n]);
+  v_details text[] := array_fill(NULL::text, ARRAY[v_n]);
 BEGIN
   IF v_n <> coalesce(cardinality(p_args), 0) OR v_n > 32 THEN
     RAISE EXCEPTION USING ERRCODE = 'LD400', MESSAGE = 'invalid_batch',
@@ -26,7 +30,7 @@ BEGIN
   IF v_settles >= 2 AND v_settles = v_n OR v_holds >= 2 AND v_holds = v_n THEN
     -- A batch of settlements only, or of holds only: one statement posts them all, locking
     -- their accounts in ascending id. Only if it takes every one of them: otherwise it is
-    -- undone and they all run one at a time, in batch order, exactly as before (0005).
+    -- undone and they all run one at a time, in batch order, exactly as below.
     BEGIN
       IF v_settles = v_n THEN
         v_settled := ledger._settle_many(p_ops, p_args);
@@ -36,7 +40,9 @@ BEGIN
       IF array_position(coalesce(v_settled, v_held), NULL) IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'LD100', MESSAGE = 'batch_not_whole';
       END IF;
-      RETURN coalesce(v_settled, v_held);
+      RETURN QUERY SELECT u.v, NULL::text, NULL::text, NULL::text
+        FROM unnest(coalesce(v_settled, v_held)) WITH ORDINALITY AS u(v, n) ORDER BY u.n;
+      RETURN;
     EXCEPTION WHEN OTHERS THEN
       v_settled := NULL;
       v_held := NULL;
@@ -44,7 +50,7 @@ BEGIN
       v_holds := 0;
     END;
   END IF;
-  -- Every account of every operation, locked first in ascending id (0005). Then the
+  -- Every account of every operation, locked first in ascending id. Then the
   -- settlements that can be posted as they stand, by one statement, and the holds likewise
   -- (each undone, and its operations left to run one at a time, if it fails); then the
   -- rest, one at a time, in batch order.
@@ -94,10 +100,13 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
       GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
                               v_detail = PG_EXCEPTION_DETAIL;
-      v := '!' || json_build_object('sqlstate', v_state, 'message', v_message,
-                                    'detail', v_detail)::text;
+      v := NULL;
+      v_states[i] := v_state;
+      v_codes[i] := v_message;
+      v_details[i] := v_detail;
     END;
     v_out := v_out || v;
   END LOOP;
-  RETURN v_out;
+  RETURN QUERY SELECT v_out[n], v_states[n], v_codes[n], v_details[n]
+    FROM generate_series(1, v_n) AS n ORDER BY n;
 END $function$;

@@ -56,6 +56,10 @@ class LogError(Exception):
     """A record the log refuses (bad signature, unknown deal, second closing record, ...)."""
 
 
+class DuplicateRecord(LogError):
+    """The deal already has such a record (its commitment or its closing record)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     index: int
@@ -154,7 +158,7 @@ class LogStore:
         try:
             rows = await self._call_append(args)
         except asyncpg.UniqueViolationError as exc:
-            raise LogError(f"refused: the deal already has such a record ({exc})") from exc
+            raise DuplicateRecord(f"refused: the deal already has such a record ({exc})") from exc
         except asyncpg.PostgresError as exc:
             refusal = self._refusal(exc, prepared)
             if refusal is None:

@@ -1,6 +1,6 @@
 """The transparency log in PostgreSQL (schema `fairness`), async over SQLAlchemy 2 Core.
 
-An append is one call of the PL/pgSQL function `fairness.append_leaves` (migration 0002): it
+An append is one call of the PL/pgSQL function `fairness.append_leaves` (`fairness/sql/append_leaves.sql`): it
 locks the single head row (`SELECT ... FOR UPDATE`), which keeps the compact range (frontier),
 checks every result/void against its deal's commitment, hashes and inserts the leaves, stores
 every perfect subtree they complete in `fairness.nodes` and moves the head, so the global lock

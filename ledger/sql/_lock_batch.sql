@@ -9,7 +9,7 @@ BEGIN
   -- with each other or with single operations over accounts. (The operations' own _lock
   -- calls are then no-ops.) One statement for the whole batch: what each operation finds
   -- before its own _lock. A missing id costs no correctness, since each operation still
-  -- locks what it posts to. (As in 0005.)
+  -- locks what it posts to.
   v_ids := ARRAY(
   WITH x AS MATERIALIZED (
     SELECT u.op, u.a::jsonb AS a FROM unnest(p_ops, p_args) AS u(op, a)

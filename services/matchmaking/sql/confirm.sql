@@ -42,7 +42,8 @@ BEGIN
             started := true;
         END IF;
     END IF;
-    -- See mm0006: a confirm that starts nothing may be lost in a crash; the sweeper repairs it.
+    -- A confirm that starts nothing may be lost in a crash (asynchronous commit): the
+    -- sweeper repairs it (docs/explanation/matchmaking.md).
     IF NOT started THEN
         PERFORM set_config('synchronous_commit', 'off', true);
     END IF;

@@ -23,7 +23,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'MM400', MESSAGE = 'bad_players',
             DETAIL = 'a join seats one player or two partners';
     END IF;
-    -- mm0013: the players' waiting seats, read once: a count per player, and their tables
+    -- The players' waiting seats, read once: a count per player, and their tables
     -- are no candidates for the quick join (a waiting table has no 'staked' seat).
     SELECT greatest(count(*) FILTER (WHERE player_id = p_players[1]),
                     count(*) FILTER (WHERE player_id = p_players[2])),

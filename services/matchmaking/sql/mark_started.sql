@@ -11,7 +11,7 @@ BEGIN
     END IF;
     UPDATE matchmaking.reservations SET status = 'staked', updated_ms = p_now
     WHERE table_id = p_table AND status = 'seated' AND is_live;
-    -- See the migration mm0008: if lost, the sweeper repeats the idempotent start.
+    -- Asynchronous commit: if lost, the sweeper repeats the idempotent start.
     PERFORM set_config('synchronous_commit', 'off', true);
     RETURN matchmaking.table_json(p_table)::text;
 END

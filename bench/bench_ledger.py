@@ -75,11 +75,11 @@ HOLD_SQL = (
 
 def _every_one_posted(batch_call: str) -> str:
     """A `post_batch` call that fails (division by zero) unless every operation posted: a
-    refusal comes back as an answer, and refusals are no ceiling (nor are exhausted matches)."""
+    refusal comes back as a row, and refusals are no ceiling (nor are exhausted matches)."""
     return (
-        "SELECT 1 / (count(*) FILTER (WHERE r LIKE '!%') = 0)::int FROM unnest(("
+        "SELECT 1 / (count(*) FILTER (WHERE (b).refusal_sqlstate IS NOT NULL) = 0)::int FROM ("
         + batch_call
-        + ")) r;\n"
+        + ") r(b);\n"
     )
 
 

@@ -1,6 +1,6 @@
 """The transparency log in PostgreSQL (schema `fairness`), over the engine's asyncpg pool.
 
-An append is one call of the PL/pgSQL function `fairness.append_leaves` (migration 0002): it
+An append is one call of the PL/pgSQL function `fairness.append_leaves` (`fairness/sql/append_leaves.sql`): it
 locks the single head row (`SELECT ... FOR UPDATE`), which keeps the compact range (frontier),
 checks every result/void against its deal's commitment, hashes and inserts the leaves, stores
 every perfect subtree they complete in `fairness.nodes` and moves the head, so the global lock
@@ -50,6 +50,10 @@ DEFAULT_CHECKPOINT_INTERVAL_S = 5.0
 
 class LogError(Exception):
     """A record the log refuses (bad signature, unknown deal, second closing record, ...)."""
+
+
+class DuplicateRecord(LogError):
+    """The deal already has such a record (its commitment or its closing record)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +147,7 @@ class LogStore:
         try:
             rows = await self._call_append(args)
         except asyncpg.UniqueViolationError as exc:
-            raise LogError(f"refused: the deal already has such a record ({exc})") from exc
+            raise DuplicateRecord(f"refused: the deal already has such a record ({exc})") from exc
         except asyncpg.PostgresError as exc:
             refusal = self._refusal(exc, prepared)
             if refusal is None:

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 import asyncpg
 
 from fairness.keys import OperatorKey
-from fairness.log_store import LogError, LogStore
+from fairness.log_store import DuplicateRecord, LogError, LogStore
 from services.common.config import Settings
 from services.common.http import InternalClient, RemoteError
 from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
@@ -107,9 +107,8 @@ class PgFairnessLog:
     async def _append_one(self, envelope: Mapping[str, Any]) -> None:
         try:
             await self.store.append(envelope)
-        except LogError as exc:
-            if "already has" not in str(exc):
-                raise
+        except DuplicateRecord:
+            pass  # the log already holds it (re-sent after a restart): done
 
     async def checkpoint(self) -> None:
         await self.store.checkpoint_if_due(min_interval_s=CHECKPOINT_INTERVAL_S)

@@ -77,5 +77,5 @@ def drop_schema_objects(bind: Connection, metadata: sa.MetaData, schema: str) ->
             EXECUTE 'DROP FUNCTION ' || f::text;
           END LOOP;
         END $$
-        """
+        """  # noqa: S608 (`schema` is the component's own schema name, not input)
     )

@@ -151,7 +151,7 @@ class ServiceCallerGuard:
     route that declares none refuses everyone). Litestar runs guards before the body is read
     or the handler runs. The header is read from the raw ASGI headers, and a credential seen
     before costs a dict lookup (`VerifiedTokens`): thousands of internal calls a second go
-    through here."""
+    through here. (A coroutine: Litestar runs a plain function guard in a worker thread.)"""
 
     __slots__ = ("auth_key", "secret", "service", "verified")
 
@@ -161,7 +161,7 @@ class ServiceCallerGuard:
         self.auth_key = AUTH_HEADER.lower().encode()
         self.verified = VerifiedTokens()
 
-    def __call__(
+    async def __call__(
         self, connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler
     ) -> None:
         scope = connection.scope

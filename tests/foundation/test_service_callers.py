@@ -128,3 +128,13 @@ async def test_a_route_that_declares_no_callers_refuses_everyone(internal_secret
             response = await client.get("/v1/undeclared", headers={"Authorization": auth})
             assert response.status_code == 403
             assert response.json()["error"] == "forbidden"
+
+
+def test_the_caller_guard_runs_on_the_event_loop(internal_secret):
+    """Litestar runs a guard that is not a coroutine in a worker thread, per request."""
+    from litestar.utils import is_async_callable
+
+    from services.common.app import ServiceCallerGuard
+
+    settings = make_settings("postgresql+asyncpg://nobody@127.0.0.1:1/none", internal_secret)
+    assert is_async_callable(ServiceCallerGuard("ledger", settings))

@@ -1,29 +1,31 @@
 """One factory for every service's ASGI app: health, request ids, auth, errors, database.
 
-Internal services check the service credential on every route but `/health` and `/metrics`:
-a call without a valid one is refused with 401; a valid one minted for another service, or
-naming a caller the route does not declare (`services.common.auth.callers_opt`,
-`DirectRoute.callers`), with 403, and so is any call of a route that declares no callers. The
-public gateway passes `public=True` and brings its own authentication.
+Internal services check the service credential on every route but `/health` and `/metrics`,
+in one Litestar guard (`ServiceCallerGuard`) built from the callers each route declares
+(`services.common.auth.callers_opt`): a call without a valid credential is refused with 401;
+a valid one minted for another service, or naming a caller the route does not declare, with
+403, and so is any call of a route that declares no callers. The public gateway passes
+`public=True` and brings its own authentication.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 from litestar import Litestar, MediaType, Request, Response, get
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.exceptions import (
     HTTPException,
     NotAuthorizedException,
     ValidationException,
 )
+from litestar.handlers.base import BaseRouteHandler
 from litestar.types import (
     ASGIApp,
     Message,
@@ -46,14 +48,6 @@ from services.common.auth import (
 )
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
-from services.common.direct import (
-    MAX_REQUEST_BODY_BYTES,
-    ErrorBody,
-    JsonPost,
-    error_json,
-    read_body,
-    send_json,
-)
 from services.common.errors import ServiceError
 from services.common.json_limits import check_json_depth
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
@@ -62,6 +56,18 @@ from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
 from services.common.strict_json import strict_json_body
 
 log = get_logger()
+
+# Bodies larger than this are refused before they are parsed (413).
+MAX_REQUEST_BODY_BYTES = 256 * 1024
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: str
+    detail: str
+
+
+def error_json(code: str, detail: str) -> bytes:
+    return msgspec.json.encode(ErrorBody(error=code, detail=detail))
 
 
 class Health(msgspec.Struct, frozen=True):
@@ -136,57 +142,68 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
-_VERIFIED = VerifiedTokens()
 
 
-class RequestGuard:
-    """What the service does around every request, whichever way it is answered (the ASGI
-    middleware below, or `DirectDispatch` in the services' HTTP protocol): the request id, the
-    service credential (internal services), and the request's metrics and log line."""
+class ServiceCallerGuard:
+    """The internal services' one access check, a Litestar guard on every route (default deny):
+    the service credential must be valid (else 401 unauthorized), minted for this service and
+    name a caller the route declares in its `opt` (`callers_opt`; else 403 forbidden, and a
+    route that declares none refuses everyone). Litestar runs guards before the body is read
+    or the handler runs. The header is read from the raw ASGI headers, and a credential seen
+    before costs a dict lookup (`VerifiedTokens`): thousands of internal calls a second go
+    through here. (A coroutine: Litestar runs a plain function guard in a worker thread.)"""
 
-    __slots__ = (
-        "auth_key",
-        "log_requests",
-        "public",
-        "request_id_key",
-        "secret",
-        "service",
-    )
+    __slots__ = ("auth_key", "secret", "service", "verified")
 
-    def __init__(self, service: str, settings: Settings, public: bool) -> None:
+    def __init__(self, service: str, settings: Settings) -> None:
         self.service = service
-        self.public = public
         self.secret = settings.internal_secret
-        self.request_id_key = REQUEST_ID_HEADER.lower().encode()
         self.auth_key = AUTH_HEADER.lower().encode()
+        self.verified = VerifiedTokens()
+
+    async def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler
+    ) -> None:
+        scope = connection.scope
+        path = scope.get("path", "")
+        if path in _UNGUARDED_PATHS:
+            return
+        auth = None
+        for key, value in scope.get("headers", ()):
+            if key == self.auth_key:
+                auth = value.decode("latin-1")
+                break
+        template = str(scope.get("path_template") or path)
+        try:
+            token = self.verified.token(self.secret, auth)
+            check_audience(token, self.service)
+            check_caller(token.caller, declared_callers(route.opt), template)
+        except AuthError as exc:
+            raise ServiceError(401, "unauthorized", str(exc)) from None
+        except Forbidden as exc:
+            raise ServiceError(403, "forbidden", str(exc)) from None
+        scope.setdefault("state", {})["caller"] = token.caller
+
+
+class RequestLog:
+    """What the service does around every request: the request id, the request's metrics and
+    its log line."""
+
+    __slots__ = ("log_requests", "request_id_key", "service")
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.request_id_key = REQUEST_ID_HEADER.lower().encode()
         # The request line is a debug line: below that level it is not even built. (Logging is
         # configured before the app is made: `mesa serve`.)
         self.log_requests = bool(log.is_enabled_for(logging.DEBUG))
 
-    def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None]:
-        """(request id: the caller's if well formed, else a new one; the credential header)."""
-        raw = None
-        auth = None
+    def request_id(self, headers: Iterable[tuple[bytes, bytes]]) -> str:
+        """The caller's request id if well formed, else a new one."""
         for key, value in headers:
             if key == self.request_id_key:
-                raw = value.decode("latin-1")
-            elif key == self.auth_key:
-                auth = value.decode("latin-1")
-        return clean_request_id(raw), auth
-
-    def caller(
-        self, path: str, auth: str | None, allowed: frozenset[str] | None, route: str
-    ) -> str | None:
-        """The calling service, or None where no credential is asked for. AuthError (401) when
-        the credential is missing, malformed, forged or expired; Forbidden (403) when it was
-        minted for another service or names a caller not in the route's `allowed` (None: the
-        route declares no callers, and nobody may call it)."""
-        if self.public or path in _UNGUARDED_PATHS:
-            return None
-        token = _VERIFIED.token(self.secret, auth)
-        check_audience(token, self.service)
-        check_caller(token.caller, allowed, route)
-        return token.caller
+                return clean_request_id(value.decode("latin-1"))
+        return clean_request_id(None)
 
     def answered(self, method: str, path: str, status: int, started: float) -> None:
         """Logged before the response leaves, so a client that has its answer can rely on the
@@ -206,23 +223,16 @@ class RequestGuard:
         child(REQUEST_SECONDS, self.service, route).observe(elapsed_s)
 
 
-def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
-    """Request ids, logging, metrics, and (internal services) the service credential check.
-
-    The credential is checked here on the raw headers rather than as a Litestar guard: a guard
-    costs a copy of the route handler and a parsed header map per request, a few per cent of
-    an engine's CPU at thousands of internal calls a second. Litestar runs this middleware
-    after routing, so the route's handler (and its `opt`, which declares the callers) is in
-    the scope. A call without a valid credential is refused with 401, one with a credential
-    for another service or caller with 403, before its handler runs or its body is read (a
-    direct route's body, bounded by the limit, is read first: `DirectDispatch`)."""
+def service_middleware(requests: RequestLog) -> Callable[[ASGIApp], ASGIApp]:
+    """Request ids, logging and metrics. Litestar runs this middleware after routing, so the
+    route's template is in the scope for the metrics."""
 
     def middleware_for(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] not in ("http", "websocket"):
                 await app(scope, receive, send)
                 return
-            request_id, auth = guard.identify(scope.get("headers", []))
+            request_id = requests.request_id(scope.get("headers", []))
             tokens = bind_contextvars(request_id=request_id)
             state = scope.setdefault("state", {})
             state["request_id"] = request_id
@@ -236,7 +246,7 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                     headers = list(message.get("headers", []))
                     headers.append((b"x-request-id", request_id.encode()))
                     message = {**message, "headers": headers}  # type: ignore[assignment]
-                    guard.answered(method, scope.get("path", ""), status_holder[0], started)
+                    requests.answered(method, scope.get("path", ""), status_holder[0], started)
                 await send(message)
 
             try:
@@ -245,27 +255,11 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                     # is a ValueError there.
                     await _refuse(scope, send_with_id, "no such path", 404)
                     return
-                handler = scope.get("route_handler")
-                try:
-                    caller = guard.caller(
-                        scope.get("path", ""),
-                        auth,
-                        declared_callers(getattr(handler, "opt", None)),
-                        str(scope.get("path_template") or scope.get("path", "")),
-                    )
-                except AuthError as exc:
-                    await _refuse(scope, send_with_id, str(exc))
-                    return
-                except Forbidden as exc:
-                    await _refuse(scope, send_with_id, str(exc), 403)
-                    return
-                if caller is not None:
-                    state["caller"] = caller
                 await app(scope, receive, send_with_id)
             finally:
                 elapsed_s = time.perf_counter() - started
                 route = scope.get("path_template") or "unmatched"
-                guard.finished(method, route, status_holder[0], elapsed_s)
+                requests.finished(method, route, status_holder[0], elapsed_s)
                 if scope["type"] == "websocket":
                     log.debug(
                         "websocket_closed",
@@ -290,7 +284,18 @@ async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> N
         close: WebSocketCloseEvent = {"type": "websocket.close", "code": 1008, "reason": code}
         await send(close)
         return
-    await send_json(send, status, error_json(code, detail))
+    body = error_json(code, detail)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def make_health_handler(service: str) -> Any:
@@ -327,120 +332,6 @@ def _is_private_address(host: str) -> bool:
 LifespanHook = Callable[[Litestar], Awaitable[None]]
 
 
-class DirectRoute(msgspec.Struct, frozen=True):
-    """A hot route answered ahead of Litestar's router.
-
-    Litestar's per-request routing, signature parsing, dependency resolution and response
-    building cost more CPU than the engine's own work on an action; a few routes every action
-    goes through skip them. `DirectDispatch` keeps the same duties (credential, request id,
-    logging, metrics under `path_template`). The route finds the path's named groups in its
-    params, checks the method and answers every error itself as {"error", "detail"}.
-    """
-
-    path: re.Pattern[str]
-    path_template: str
-    app: JsonPost
-    # The callers the route accepts (`services.common.auth.frozen_callers`); None: nobody.
-    callers: frozenset[str] | None = None
-
-
-class DirectDispatch:
-    """A service's direct routes, as its HTTP protocol answers them (`services.common.serve`):
-    a whole request in, (status, JSON body, request id) out, with the `RequestGuard`'s duties
-    and no ASGI messages in between.
-
-    Measured on the ledger service (holds, 32 raw clients, 4 s runs): 0.100-0.108 ms of CPU
-    per request through the ASGI layers (uvicorn's request cycle, the middleware, Litestar's
-    entry point, four ASGI messages), 0.074-0.091 ms answered by the protocol here."""
-
-    __slots__ = ("app", "guard", "routes")
-
-    def __init__(self, app: Litestar, routes: Sequence[DirectRoute], guard: RequestGuard):
-        self.app = app
-        self.routes = tuple(routes)
-        self.guard = guard
-
-    def match(self, path: str) -> tuple[DirectRoute, dict[str, str]] | None:
-        for route in self.routes:
-            if (found := route.path.fullmatch(path)) is not None:
-                return route, found.groupdict()
-        return None
-
-    async def answer(
-        self,
-        route: DirectRoute,
-        params: dict[str, str],
-        method: str,
-        path: str,
-        headers: Iterable[tuple[bytes, bytes]],
-        body: bytes | None,
-    ) -> tuple[int, bytes, str]:
-        """`body` None: larger than the limit. The credential is checked here, once the body
-        is in (the limit bounds what an unknown caller can make the service read). Never
-        raises for a request's sake."""
-        guard = self.guard
-        request_id, auth = guard.identify(headers)
-        tokens = bind_contextvars(request_id=request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            try:
-                guard.caller(path, auth, route.callers, route.path_template)
-            except AuthError as exc:
-                status, out = 401, error_json("unauthorized", str(exc))
-            except Forbidden as exc:
-                status, out = 403, error_json("forbidden", str(exc))
-            else:
-                status, out = await route.app.answer(self.app.state, params, method, body)
-            guard.answered(method, path, status, started)
-            return status, out, request_id
-        finally:
-            guard.finished(method, route.path_template, status, time.perf_counter() - started)
-            reset_contextvars(**tokens)
-
-
-class _DirectFirst:
-    """The app's entry point with its direct routes ahead of its router, answered as ASGI by
-    the same `DirectDispatch` the services' HTTP protocol answers them with."""
-
-    __slots__ = ("dispatch", "routed")
-
-    def __init__(self, routed: ASGIApp, dispatch: DirectDispatch) -> None:
-        self.routed = routed
-        self.dispatch = dispatch
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (found := self.dispatch.match(scope["path"])) is None:
-            await self.routed(scope, receive, send)
-            return
-        route, params = found
-        method = str(scope.get("method", ""))
-        try:
-            body = await read_body(receive) if method == "POST" else b""
-        except ServiceError:
-            return  # the client went away: nobody to answer
-        status, out, request_id = await self.dispatch.answer(
-            route, params, method, scope["path"], scope["headers"], body
-        )
-        await send_json(send, status, out, [(b"x-request-id", request_id.encode())])
-
-
-# ASGI wrappers a server may put around the app (uvicorn's proxy-headers middleware), at most.
-_MAX_WRAPPERS = 4
-
-
-def direct_dispatch_of(app: Any) -> DirectDispatch | None:
-    """The direct routes of `app`, or of the app it wraps (as `.app`), if it has any."""
-    for _ in range(_MAX_WRAPPERS + 1):
-        if isinstance(app, Litestar):
-            handler = app.asgi_handler
-            return handler.dispatch if isinstance(handler, _DirectFirst) else None
-        app = getattr(app, "app", None)
-        if app is None:
-            return None
-    return None
-
-
 # Middle-generation passes three times as often, so each is a third as long. A service's live
 # objects are mostly long-lived (a table socket's tasks and coroutines in the gateway, a
 # match's state in the engine): they survive the young passes and pile up in the middle
@@ -473,7 +364,6 @@ def create_service_app(
     on_startup: Sequence[LifespanHook] = (),
     on_shutdown: Sequence[LifespanHook] = (),
     pool_size: int | None = 10,
-    direct_routes: Sequence[DirectRoute] = (),
     **litestar_kwargs: Any,
 ) -> Litestar:
     # `pool_size=None`: the service opens its own asyncpg pool in a startup hook and stores
@@ -498,8 +388,12 @@ def create_service_app(
         if isinstance(engine, AsyncEngine):
             await engine.dispose()
 
-    guard = RequestGuard(service, settings, public)
-    middleware = service_middleware(guard)
+    middleware = service_middleware(RequestLog(service))
+    if not public:
+        litestar_kwargs["guards"] = [
+            ServiceCallerGuard(service, settings),
+            *litestar_kwargs.get("guards", ()),
+        ]
     loop_health = LoopHealth()
     litestar_kwargs.setdefault("before_request", strict_json_body)
     app = Litestar(
@@ -514,6 +408,4 @@ def create_service_app(
         logging_config=None,
         **litestar_kwargs,
     )
-    if direct_routes:
-        app.asgi_handler = _DirectFirst(app.asgi_handler, DirectDispatch(app, direct_routes, guard))
     return app

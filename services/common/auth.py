@@ -9,9 +9,9 @@ from one callee cannot be replayed against a second. Tokens live `MESA_INTERNAL_
 seconds, so a leaked one is useless soon after; the public gateway never forwards a client's
 Authorization header to a service.
 
-Each internal route declares the callers it accepts (`callers_opt` on a Litestar route,
-`DirectRoute.callers` on a direct one); `services.common.app.RequestGuard` checks the token and
-then the declaration, and refuses a route that declares none (default deny).
+Each internal route declares the callers it accepts (`callers_opt` in its `opt`);
+`services.common.app.ServiceCallerGuard`, a Litestar guard on every internal route, checks the
+token and then the declaration, and refuses a route that declares none (default deny).
 """
 
 from __future__ import annotations

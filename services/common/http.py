@@ -4,11 +4,10 @@ Callers import the callee's `contract` Structs and call `post`/`get` with a resp
 A 4xx from the callee becomes `RemoteError` carrying its status and machine-readable code;
 connection failures become `ServiceUnavailable` so callers can retry idempotent writes.
 
-Plain `http://` callees, and `http+unix://` ones (a service on the same host, reached over its
-Unix socket), are reached through `http1.Http1Pool` (keep-alive HTTP/1.1 on asyncio streams,
-parsed by httptools): httpx cost more CPU per call than the callee and its database
-together. A given `transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) or
-an `https://` URL still goes through httpx.
+Callees are reached with aiohttp's client (keep-alive HTTP/1.1, its C parser): `http://` and
+`https://` URLs over TCP, `http+unix://` ones (a service on the same host) over its Unix
+socket. Chosen by bench/bench_http.py (docs/decisions/0019-internal-http-client.md). A given
+`transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) goes through httpx.
 """
 
 from __future__ import annotations
@@ -16,21 +15,16 @@ from __future__ import annotations
 import re
 import zlib
 from collections import OrderedDict
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 import msgspec
 
 from services.common.auth import AUTH_HEADER, TokenCache
 from services.common.config import Settings, unix_socket_path
-from services.common.http1 import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    Http1Pool,
-    ResponseTooLarge,
-    TransportError,
-    request_target,
-)
 from services.common.logging import REQUEST_ID_HEADER, current_request_id, new_request_id
 
 T = TypeVar("T")
@@ -38,6 +32,13 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0
 # Keep-alive connections per callee; bounded so a burst queues instead of exhausting sockets.
 MAX_CONNECTIONS = 100
+# Large enough for the largest answer a contract allows (a page of a report, a statement page,
+# a page of log leaves: each a few MiB at most); a body above it is refused, not buffered.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Below uvicorn's keep-alive timeout (5 s): an idle connection is dropped by us first, so the
+# server rarely closes one under a request.
+IDLE_TIMEOUT_S = 4.0
+_READ_CHUNK_BYTES = 256 * 1024
 
 
 class RemoteError(Exception):
@@ -127,8 +128,8 @@ class InternalClient:
         )
         self._timeout_s = timeout_s
         self._max_response_bytes = max_response_bytes
-        self._pool: Http1Pool | None = None
         self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._replicas: list[InternalClient] = []
         self._owners: OrderedDict[str, int] = OrderedDict()
         self._fill_first = fill_first
@@ -150,27 +151,15 @@ class InternalClient:
             return
         base_url = urls[0] if urls else base_url
         url = urlsplit(base_url)
-        unix_path = unix_socket_path(base_url)
-        if transport is None and unix_path is not None:
-            self._pool = Http1Pool(
-                "localhost",
-                0,
-                max_connections=max_connections,
-                max_response_bytes=max_response_bytes,
-                unix_path=unix_path,
-            )
-            self._prefix = url.path.rstrip("/")
-            self._host_header = "localhost"
-        elif transport is None and url.scheme == "http" and url.hostname:
-            self._pool = Http1Pool(
-                url.hostname,
-                url.port or 80,
-                max_connections=max_connections,
-                max_response_bytes=max_response_bytes,
-            )
-            self._prefix = url.path.rstrip("/")
-            self._host_header = url.netloc.rsplit("@", 1)[-1]
-        else:
+        self._unix_path = unix_socket_path(base_url)
+        self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # Paths are joined to the base URL's origin and path (a Unix socket's: "localhost").
+        origin = (
+            "http://localhost" if self._unix_path is not None else f"{url.scheme}://{url.netloc}"
+        )
+        self._base = origin + url.path.rstrip("/")
+        if transport is not None:
             self._client = httpx.AsyncClient(
                 base_url=base_url,
                 timeout=timeout_s,
@@ -183,8 +172,8 @@ class InternalClient:
     async def aclose(self) -> None:
         for replica in self._replicas:
             await replica.aclose()
-        if self._pool is not None:
-            await self._pool.aclose()
+        if self._session is not None:
+            await self._session.close()
         if self._client is not None:
             await self._client.aclose()
 
@@ -218,28 +207,68 @@ class InternalClient:
                 return await self._filled(method, path, response_type, body, params, limit)
             return await self._routed(method, path, response_type, body, params, limit)
         content = msgspec.json.encode(body) if body is not None else None
-        if self._pool is None:
+        if self._client is not None:
             return await self._request_httpx(method, path, response_type, content, params, limit)
-        target = request_target(self._prefix, path, params)
-        head = (
-            f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n"
-            f"{AUTH_HEADER}: {self._tokens.header()}\r\n"
-            f"{REQUEST_ID_HEADER}: {self._request_id()}\r\n"
-            "Content-Type: application/json\r\n"
-        )
-        if content is not None:
-            data = f"{head}Content-Length: {len(content)}\r\n\r\n".encode() + content
-        elif method in ("GET", "HEAD", "DELETE", "OPTIONS"):
-            data = f"{head}\r\n".encode()
-        else:
-            data = f"{head}Content-Length: 0\r\n\r\n".encode()
-        try:
-            status, payload = await self._pool.request(data, self._timeout_s, limit)
-        except ResponseTooLarge as exc:
-            raise AnswerTooLarge(f"{method} {path}: {exc}") from exc
-        except TransportError as exc:
-            raise ServiceUnavailable(f"{method} {path}: {exc.kind}") from exc
+        status, payload = await self._send(method, path, content, params, limit)
         return _result(method, path, status, payload, response_type)
+
+    def session(self) -> aiohttp.ClientSession:
+        """This client's aiohttp session, opened on first use (aiohttp wants a running loop):
+        at most `max_connections` keep-alive connections, idle ones closed before the server
+        would close them."""
+        if self._session is None:
+            connector: aiohttp.BaseConnector
+            if self._unix_path is not None:
+                connector = aiohttp.UnixConnector(
+                    path=self._unix_path,
+                    limit=self._max_connections,
+                    keepalive_timeout=IDLE_TIMEOUT_S,
+                )
+            else:
+                connector = aiohttp.TCPConnector(
+                    limit=self._max_connections, keepalive_timeout=IDLE_TIMEOUT_S
+                )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                trace_configs=[_REUSE_TRACE],
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        params: dict[str, Any] | None,
+        limit: int,
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request. A request on a kept-alive connection that the callee
+        closed before answering (its idle timeout, a restart) is sent once more, on a new
+        connection; on a new connection it is not: that callee could not answer it."""
+        session = self.session()
+        url = self._base + path
+        headers = self._headers()
+        query = _query(params) if params else None
+        for attempt in range(2):
+            seen = SimpleNamespace(reused=False)
+            try:
+                async with session.request(
+                    method, url, data=content, params=query, headers=headers, trace_request_ctx=seen
+                ) as response:
+                    return response.status, await _read_within(response, limit, method, path)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if (
+                    attempt == 0
+                    and seen.reused
+                    and not isinstance(exc, aiohttp.ClientConnectorError)
+                ):
+                    continue
+                raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
+        raise ServiceUnavailable(f"{method} {path}: no answer")
 
     async def _request_httpx(
         self,
@@ -389,6 +418,49 @@ class InternalClient:
         return await self.request(
             "POST", path, response_type, body=body, max_response_bytes=max_response_bytes
         )
+
+
+async def _on_reused(_: Any, context: SimpleNamespace, __: Any) -> None:
+    if isinstance(context.trace_request_ctx, SimpleNamespace):
+        context.trace_request_ctx.reused = True
+
+
+# Tells `_send` whether its request went out on a kept-alive connection (aiohttp's tracing).
+_REUSE_TRACE = aiohttp.TraceConfig()
+_REUSE_TRACE.on_connection_reuseconn.append(_on_reused)
+
+
+async def _read_within(
+    response: aiohttp.ClientResponse, limit: int, method: str, path: str
+) -> bytes:
+    """The whole body, or AnswerTooLarge as soon as it is known to be over `limit` (its
+    Content-Length, or the bytes received): the connection is then closed, not read on."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        response.close()
+        raise AnswerTooLarge(f"{method} {path}: response body over the limit of {limit} bytes")
+    if declared is not None:
+        return await response.read()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(_READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            response.close()
+            raise AnswerTooLarge(f"{method} {path}: response body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _query(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A query as httpx writes one: lists repeat the key, booleans are lower case, None is
+    empty."""
+    items: list[tuple[str, str]] = []
+    for key, value in params.items():
+        for v in value if isinstance(value, list | tuple) else (value,):
+            text = "" if v is None else "true" if v is True else "false" if v is False else str(v)
+            items.append((str(key), text))
+    return items
 
 
 def _result(method: str, path: str, status: int, content: bytes, response_type: type[T]) -> T:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody, Parameter
 
 from fairness.keys import load_operator_key
-from services.common.app import DirectRoute, create_service_app
-from services.common.auth import GATEWAY, MATCHMAKING, callers_opt, frozen_callers
+from services.common.app import create_service_app
+from services.common.auth import GATEWAY, MATCHMAKING, callers_opt
 from services.common.config import Settings
-from services.common.direct import JsonPost
 from services.common.logging import get_logger
 from services.engine.audit import AUDIT_ROUTES
 from services.engine.clock import Clock, RealClock
@@ -93,43 +90,18 @@ async def seat_feed(
     return await _engine(state).feed(match_id, seat, after, limit)
 
 
-# The two routes every action goes through (the action, and the feeds read when a socket is
-# woken) are answered ahead of Litestar's router (services.common.direct): its per-request
-# signature parsing, dependency resolution and response building cost more CPU than the
-# engine's own work on an action. Same middleware (credential, request id, metrics), same
-# answers (400 invalid_request, the engine's ServiceError as {"error", "detail"}, a logged 500).
+@post("/internal/matches/{match_id:str}/actions", status_code=200, opt=PLAYERS)
+async def submit_action(
+    state: State, match_id: FromPath[str], data: JSONBody[SubmitAction]
+) -> ActionApplied:
+    return await _engine(state).submit(match_id, data)
 
 
-async def _submit(state: State, path: dict[str, str], data: SubmitAction) -> ActionApplied:
-    return await _engine(state).submit(path["match_id"], data)
-
-
-async def _feeds(state: State, path: dict[str, str], data: FeedReads) -> SeatFeeds:
+@post("/internal/matches/{match_id:str}/feeds", status_code=200, opt=PLAYERS)
+async def seat_feeds(state: State, match_id: FromPath[str], data: JSONBody[FeedReads]) -> SeatFeeds:
     reads = [(r.seat, r.after) for r in data.reads]
-    feeds = await _engine(state).feeds(path["match_id"], reads, gateway=data.gateway)
+    feeds = await _engine(state).feeds(match_id, reads, gateway=data.gateway)
     return SeatFeeds(feeds=feeds)
-
-
-submit_action = JsonPost(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied
-seat_feeds = JsonPost(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
-
-
-# Match ids as the router takes them (one path segment); anything else goes to the router.
-_MATCH = r"/internal/matches/(?P<match_id>[^/]+)"
-DIRECT_ROUTES = (
-    DirectRoute(
-        re.compile(_MATCH + "/actions"),
-        "/internal/matches/{match_id}/actions",
-        submit_action,
-        frozen_callers([GATEWAY]),
-    ),
-    DirectRoute(
-        re.compile(_MATCH + "/feeds"),
-        "/internal/matches/{match_id}/feeds",
-        seat_feeds,
-        frozen_callers([GATEWAY]),
-    ),
-)
 
 
 def create_app(
@@ -180,9 +152,10 @@ def create_app(
             seat_view,
             seat_events,
             seat_feed,
+            submit_action,
+            seat_feeds,
             *AUDIT_ROUTES,
         ],
-        direct_routes=DIRECT_ROUTES,
         on_startup=[start_engine],
         on_shutdown=[stop_engine],
         pool_size=None,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import re
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -27,17 +26,15 @@ from ledger import chain, reports
 from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
-from services.common.app import DirectRoute, create_service_app
+from services.common.app import create_service_app
 from services.common.auth import (
     CASHIER,
     ENGINE,
     GATEWAY,
     MATCHMAKING,
     callers_opt,
-    frozen_callers,
 )
 from services.common.config import Settings
-from services.common.direct import JsonPost
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.common.metrics import (
@@ -105,6 +102,15 @@ def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
 
 
+# Who may move a player's money in and out: the gateway's finance screens and the cashier tools.
+CASHIER_DESK = callers_opt(GATEWAY, CASHIER)
+
+
+async def _posted(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
+    """The posting's result document, passed through to the caller as it is."""
+    return Response(await _post(state, operation, args), media_type=MediaType.JSON)
+
+
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
@@ -120,32 +126,34 @@ async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     return raw.encode()
 
 
-async def _deposit(state: State, _: dict[str, str], data: DepositRequest) -> bytes:
+@post("/v1/deposits", status_code=200, opt=CASHIER_DESK)
+async def deposit(state: State, data: JSONBody[DepositRequest]) -> Response[bytes]:
     args = _ledger(state).deposit_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
-    return await _post(state, "deposit", args)
+    return await _posted(state, "deposit", args)
 
 
-async def _withdraw(state: State, _: dict[str, str], data: WithdrawRequest) -> bytes:
+@post("/v1/withdrawals", status_code=200, opt=CASHIER_DESK)
+async def withdraw(state: State, data: JSONBody[WithdrawRequest]) -> Response[bytes]:
     args = _ledger(state).withdraw_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
-    return await _post(state, "withdraw", args)
+    return await _posted(state, "withdraw", args)
 
 
-async def _reverse(state: State, _: dict[str, str], data: ReversalRequest) -> bytes:
+@post("/v1/reversals", status_code=200, opt=CASHIER_DESK)
+async def reverse(state: State, data: JSONBody[ReversalRequest]) -> Response[bytes]:
     args = _ledger(state).reverse_args(data.idempotency_key, data.entry_id, data.reference)
-    return await _post(state, "reverse", args)
+    return await _posted(state, "reverse", args)
 
 
-# Every posting route is answered ahead of Litestar's router (services.common.direct): per
-# request, Litestar's routing, signature parsing and response building cost about as much CPU
-# as the posting's own Python work. Same middleware, same refusals. The table's money (holds,
-# releases, match start, settlement, void) goes through the group commit; cashier work alone.
+# The table's money (holds, releases, match start, settlement, void) goes through the group
+# commit like the cashier's; each route accepts only the service that runs that step.
 
 
-async def _hold(state: State, _: dict[str, str], data: HoldRequest) -> bytes:
+@post("/v1/holds", status_code=200, opt=callers_opt(MATCHMAKING))
+async def hold(state: State, data: JSONBody[HoldRequest]) -> Response[bytes]:
     args = _ledger(state).hold_args(
         data.idempotency_key,
         data.player,
@@ -154,63 +162,47 @@ async def _hold(state: State, _: dict[str, str], data: HoldRequest) -> bytes:
         data.currency,
         data.table_id,
     )
-    return await _post(state, "hold", args)
+    return await _posted(state, "hold", args)
 
 
-async def _release(state: State, _: dict[str, str], data: ReleaseRequest) -> bytes:
-    return await _post(
+@post("/v1/holds/release", status_code=200, opt=callers_opt(MATCHMAKING))
+async def release(state: State, data: JSONBody[ReleaseRequest]) -> Response[bytes]:
+    return await _posted(
         state, "release", _ledger(state).release_args(data.idempotency_key, data.reservation_id)
     )
 
 
-async def _start_match(state: State, _: dict[str, str], data: StartMatchRequest) -> bytes:
+@post("/v1/matches/start", status_code=200, opt=callers_opt(MATCHMAKING))
+async def start_match(state: State, data: JSONBody[StartMatchRequest]) -> Response[bytes]:
     seats = [Seat(s.seat, s.player, s.reservation_id) for s in data.seats]
     args = _ledger(state).start_args(
         data.idempotency_key, data.match_id, data.tier, data.variant, seats, data.currency
     )
-    return await _post(state, "start", args)
+    return await _posted(state, "start", args)
 
 
-async def _settle_match(state: State, _: dict[str, str], data: SettleMatchRequest) -> bytes:
+@post("/v1/matches/settle", status_code=200, opt=callers_opt(ENGINE))
+async def settle_match(state: State, data: JSONBody[SettleMatchRequest]) -> Response[bytes]:
     settings: Settings = state.settings
     winners = [Winner(w.player, w.shares) for w in data.winners]
     args = _ledger(state).settle_args(
         data.idempotency_key, data.match_id, winners, settings.commission_rate_bp
     )
-    return await _post(state, "settle", args)
+    return await _posted(state, "settle", args)
 
 
-async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -> bytes:
+@post("/v1/matches/void", status_code=200, opt=callers_opt(ENGINE, MATCHMAKING))
+async def void_match(state: State, data: JSONBody[VoidMatchRequest]) -> Response[bytes]:
     args = _ledger(state).void_args(data.idempotency_key, data.match_id, data.reason)
-    return await _post(state, "void", args)
+    return await _posted(state, "void", args)
 
 
-def _direct(path: str, kind: type[Any], handler: Any, *callers: str) -> DirectRoute:
-    # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
-    decoder = msgspec.json.Decoder(kind)
-    return DirectRoute(
-        re.compile(re.escape(path)), path, JsonPost(decoder, handler), frozen_callers(callers)
-    )
-
-
-# Who may move money which way: the cashier's movements come from the gateway's finance
-# screens and the cashier tools; a table's money from the service that runs that step.
-DIRECT_ROUTES = (
-    _direct("/v1/deposits", DepositRequest, _deposit, GATEWAY, CASHIER),
-    _direct("/v1/withdrawals", WithdrawRequest, _withdraw, GATEWAY, CASHIER),
-    _direct("/v1/reversals", ReversalRequest, _reverse, GATEWAY, CASHIER),
-    _direct("/v1/holds", HoldRequest, _hold, MATCHMAKING),
-    _direct("/v1/holds/release", ReleaseRequest, _release, MATCHMAKING),
-    _direct("/v1/matches/start", StartMatchRequest, _start_match, MATCHMAKING),
-    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match, ENGINE),
-    _direct("/v1/matches/void", VoidMatchRequest, _void_match, ENGINE, MATCHMAKING),
-)
 # Reads: the gateway's player and finance screens (and the cashier tools, a wallet).
 WALLET_READERS = callers_opt(GATEWAY, CASHIER)
 REPORT_READERS = callers_opt(GATEWAY)
 
 
-@post("/v1/accounts", status_code=200, opt=callers_opt(GATEWAY, CASHIER))
+@post("/v1/accounts", status_code=200, opt=CASHIER_DESK)
 async def open_account(state: State, data: JSONBody[OpenAccount]) -> AccountOpened:
     """Open a player's wallet (the gateway, when a player registers); idempotent."""
     try:
@@ -529,6 +521,14 @@ def create_app(
         "ledger",
         settings,
         [
+            deposit,
+            withdraw,
+            reverse,
+            hold,
+            release,
+            start_match,
+            settle_match,
+            void_match,
             open_account,
             wallet,
             trial_balance_report,
@@ -540,7 +540,6 @@ def create_app(
             reconcile_report,
             chain_report,
         ],
-        direct_routes=DIRECT_ROUTES,
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],
         pool_size=None,

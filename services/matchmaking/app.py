@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 
 import httpx
-import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from services.common.app import DirectRoute, create_service_app
-from services.common.auth import GATEWAY, callers_opt, frozen_callers
+from services.common.app import create_service_app
+from services.common.auth import GATEWAY, callers_opt
 from services.common.config import Settings
 from services.common.db import create_pool, keep_session
-from services.common.direct import JsonPost
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
@@ -64,23 +61,9 @@ async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate)
     return await mm.join(spec)
 
 
-# Quick join, the route every seat of the lobby goes through, is answered ahead of Litestar's
-# router (services.common.direct): Litestar's per-request signature parsing, dependency
-# resolution and response building cost about a sixth of this service's CPU per seat (py-spy).
-# Same middleware (service credential, request id, metrics) and the same answers: the body
-# decoded by msgspec against the contract (400 invalid_request), a ServiceError as
-# {"error", "detail"}, anything else a logged 500.
-async def _quick(state: State, _: dict[str, str], data: c.QuickJoin) -> c.JoinResult:
+@post("/v1/join/quick", status_code=200, opt=LOBBY)
+async def quick_join(state: State, data: JSONBody[c.QuickJoin]) -> c.JoinResult:
     return await _join_kind(state, "quick", data)
-
-
-quick_join = JsonPost(msgspec.json.Decoder(c.QuickJoin), _quick)
-
-DIRECT_ROUTES = (
-    DirectRoute(
-        re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join, frozen_callers([GATEWAY])
-    ),
-)
 
 
 @post("/v1/tables/private", status_code=200, opt=LOBBY)
@@ -147,6 +130,7 @@ def _check_partner(kind: str, partner_id: str | None) -> None:
 ROUTE_HANDLERS = [
     list_kinds,
     lobby,
+    quick_join,
     create_private,
     join_by_code,
     play_vs_cpu,
@@ -206,7 +190,6 @@ def create_app(
         "matchmaking",
         settings,
         route_handlers=ROUTE_HANDLERS,
-        direct_routes=DIRECT_ROUTES,
         on_startup=[start],
         on_shutdown=[stop],
         pool_size=None,

@@ -1,8 +1,8 @@
 """Long answers through the gateway: a statement read by pages, the journal export streamed.
 
 The ledger and the gateway are real uvicorn servers on loopback ports, so the gateway reads
-the ledger through its own HTTP/1.1 client (`services/common/http1.py`), as `mesa up` runs
-them; answers are far above the client's 64 KiB header limit. The rows are posted fast in
+the ledger through its internal client (`services/common/http.py`, on aiohttp), as `mesa up`
+runs them; answers are far above a 64 KiB header limit. The rows are posted fast in
 the setup: SQL statements calling `ledger.deposit` for a few hundred rows each.
 """
 
@@ -21,7 +21,7 @@ from api.app import create_app as create_gateway
 from ledger import reports
 from ledger.ops import plain_dsn
 from services.common.migrate import upgrade
-from services.common.serve import HttpProtocol
+from services.common.serve import uvicorn_options
 from services.ledger.app import create_app as create_ledger
 from services.ledger.contract import MAX_JOURNAL_PAGE, MAX_STATEMENT_PAGE
 from tests.api.api_helpers import make_user, sign_in
@@ -73,7 +73,7 @@ async def served(paging_db: str, internal_secret: bytes) -> AsyncIterator[str]:
     """The gateway's URL, with the ledger behind it, both on uvicorn."""
     ledger_settings = make_settings(paging_db, internal_secret)
     ledger = create_ledger(ledger_settings, seal_in_background=False)
-    async with UvicornServer(ledger, http=HttpProtocol, lifespan="on", log_config=None) as led:
+    async with UvicornServer(ledger, **uvicorn_options()) as led:
         settings = make_settings(paging_db, internal_secret, ledger_url=led.url)
         gateway = create_gateway(settings)
         async with UvicornServer(gateway, lifespan="on", log_config=None) as gw:

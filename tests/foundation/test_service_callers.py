@@ -1,7 +1,7 @@
 """Every internal route declares its callers, and the one check honours the declaration.
 
-Walks the routes of each service's app (Litestar's and the direct ones answered ahead of its
-router): each declares at least one caller. Then, for every route, a token naming a caller
+Walks the routes of each service's app (every one a Litestar route): each declares at least
+one caller. Then, for every route, a token naming a caller
 the route does not declare, or minted for another service, is refused with 403 before the
 handler runs; an expired or forged one with 401; a token for the declared caller passes.
 The apps are called without their lifespan: a refusal needs no database, and a request that
@@ -17,7 +17,6 @@ import httpx
 import pytest
 from litestar import Litestar
 
-from services.common.app import direct_dispatch_of
 from services.common.auth import SCHEME, declared_callers, header_value, mint_token
 from services.engine.app import create_app as create_engine
 from services.ledger.app import create_app as create_ledger
@@ -53,9 +52,6 @@ def routes(app: Litestar) -> Iterator[tuple[str, str, frozenset[str] | None]]:
             # (OPTIONS: Litestar's own answer for every path; it declares nobody, so refused)
             for method in sorted(handler.http_methods - {"OPTIONS"}):
                 yield method, route.path, declared_callers(handler.opt)
-    dispatch = direct_dispatch_of(app)
-    for direct in dispatch.routes if dispatch is not None else ():
-        yield "POST", direct.path_template, direct.callers
 
 
 def test_every_route_of_every_service_declares_its_callers(internal_secret):
@@ -132,3 +128,13 @@ async def test_a_route_that_declares_no_callers_refuses_everyone(internal_secret
             response = await client.get("/v1/undeclared", headers={"Authorization": auth})
             assert response.status_code == 403
             assert response.json()["error"] == "forbidden"
+
+
+def test_the_caller_guard_runs_on_the_event_loop(internal_secret):
+    """Litestar runs a guard that is not a coroutine in a worker thread, per request."""
+    from litestar.utils import is_async_callable
+
+    from services.common.app import ServiceCallerGuard
+
+    settings = make_settings("postgresql+asyncpg://nobody@127.0.0.1:1/none", internal_secret)
+    assert is_async_callable(ServiceCallerGuard("ledger", settings))

@@ -207,7 +207,7 @@ async def update_user(
         row = (
             await conn.execute(
                 text(
-                    f"UPDATE gateway.users SET {', '.join(sets)} WHERE id = :id "
+                    f"UPDATE gateway.users SET {', '.join(sets)} WHERE id = :id "  # noqa: S608 (SET clauses from fixed column names; values are bound)
                     "RETURNING id, display_name, role, status, excluded_until"
                 ),
                 params,

@@ -34,6 +34,7 @@ from api import (
 )
 from api.backends import Backends
 from api.feed import MatchFeed
+from api.guards import COMPONENTS, PUBLIC
 from api.security import (
     SECURITY_HEADERS,
     RateLimiter,
@@ -83,7 +84,12 @@ def create_app(
             await backends.aclose()
 
     static = create_static_files_router(
-        path="/", directories=[STATIC_DIR], html_mode=True, name="page", include_in_schema=False
+        path="/",
+        directories=[STATIC_DIR],
+        html_mode=True,
+        name="page",
+        include_in_schema=False,
+        opt=PUBLIC,
     )
     app = create_service_app(
         "gateway",
@@ -112,6 +118,7 @@ def create_app(
                 "POST /api/auth/tokens. Errors are {error, detail} with a 4xx status."
             ),
             path="/schema",
+            components=COMPONENTS,
         ),
     )
     state: Any = app.state

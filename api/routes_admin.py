@@ -10,9 +10,10 @@ from litestar.params import FromPath, JSONBody, Parameter
 
 from api import accounts
 from api.feed import MatchFeed
+from api.guards import CurrentSession, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_auth import Me, me_of
-from api.security import require
+from api.routes_money import open_wallet_at_sign_up
 from services.common.errors import ServiceError
 
 Username = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.-]{3,32}$")]
@@ -31,50 +32,57 @@ class UpdateUser(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     status: Literal["active", "locked"] | None = None
 
 
-@get("/api/admin/users", tags=["admin"], responses=READ_ERRORS)
-async def list_users(
-    request: Request[Any, Any, Any],
-    after: Annotated[str, Parameter(pattern=r"^[a-z0-9_.-]{0,32}$")] = "",
-    limit: Annotated[int, Parameter(ge=1, le=200)] = 100,
-) -> list[Me]:
-    await require(request, "admin")
-    return [me_of(u) for u in await accounts.list_users(request.app.state.db, limit, after)]
+class AdminController(GuardedController):
+    """Accounts and roles: admins only."""
+
+    guards = [requires_role("admin")]
+
+    @get("/api/admin/users", tags=["admin"], responses=READ_ERRORS)
+    async def list_users(
+        self,
+        request: Request[Any, Any, Any],
+        after: Annotated[str, Parameter(pattern=r"^[a-z0-9_.-]{0,32}$")] = "",
+        limit: Annotated[int, Parameter(ge=1, le=200)] = 100,
+    ) -> list[Me]:
+        return [me_of(u) for u in await accounts.list_users(request.app.state.db, limit, after)]
+
+    @post("/api/admin/users", status_code=201, tags=["admin"], responses=WRITE_ERRORS)
+    async def create_user(self, request: Request[Any, Any, Any], data: JSONBody[CreateUser]) -> Me:
+        try:
+            user = await accounts.create_user(
+                request.app.state.db, data.username, data.password, data.role, data.display_name
+            )
+        except accounts.AccountError as exc:
+            raise ServiceError(
+                409 if exc.code == "username_taken" else 400, exc.code, exc.detail
+            ) from None
+        if user.role == "player":
+            await open_wallet_at_sign_up(request.app.state, user.id)
+        return me_of(user)
+
+    @patch("/api/admin/users/{user_id:str}", tags=["admin"], responses=WRITE_ERRORS)
+    async def update_user(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        user_id: FromPath[str],
+        data: JSONBody[UpdateUser],
+    ) -> Me:
+        """Change a role, lock (signs the user out everywhere) or unlock."""
+        if user_id == session.user.id:
+            raise ServiceError(409, "not_yourself", "an admin cannot change their own account")
+        if accounts.USER_ID_RE.match(user_id) is None:
+            raise ServiceError(400, "invalid_request", "bad user name")
+        try:
+            user = await accounts.update_user(
+                request.app.state.db, user_id, role=data.role, status=data.status
+            )
+        except accounts.AccountError as exc:
+            raise ServiceError(404, exc.code, exc.detail) from None
+        if data.status == "locked":
+            feed: MatchFeed = request.app.state.feed
+            await feed.announce_session_ended(request.app.state.db, user.id)
+        return me_of(user)
 
 
-@post("/api/admin/users", status_code=201, tags=["admin"], responses=WRITE_ERRORS)
-async def create_user(request: Request[Any, Any, Any], data: JSONBody[CreateUser]) -> Me:
-    await require(request, "admin")
-    try:
-        user = await accounts.create_user(
-            request.app.state.db, data.username, data.password, data.role, data.display_name
-        )
-    except accounts.AccountError as exc:
-        raise ServiceError(
-            409 if exc.code == "username_taken" else 400, exc.code, exc.detail
-        ) from None
-    return me_of(user)
-
-
-@patch("/api/admin/users/{user_id:str}", tags=["admin"], responses=WRITE_ERRORS)
-async def update_user(
-    request: Request[Any, Any, Any], user_id: FromPath[str], data: JSONBody[UpdateUser]
-) -> Me:
-    """Change a role, lock (signs the user out everywhere) or unlock."""
-    session = await require(request, "admin")
-    if user_id == session.user.id:
-        raise ServiceError(409, "not_yourself", "an admin cannot change their own account")
-    if accounts.USER_ID_RE.match(user_id) is None:
-        raise ServiceError(400, "invalid_request", "bad user name")
-    try:
-        user = await accounts.update_user(
-            request.app.state.db, user_id, role=data.role, status=data.status
-        )
-    except accounts.AccountError as exc:
-        raise ServiceError(404, exc.code, exc.detail) from None
-    if data.status == "locked":
-        feed: MatchFeed = request.app.state.feed
-        await feed.announce_session_ended(request.app.state.db, user.id)
-    return me_of(user)
-
-
-ROUTES = [list_users, create_user, update_user]
+ROUTES = [AdminController]

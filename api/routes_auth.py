@@ -6,20 +6,28 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.datastructures import Cookie
 from litestar.params import JSONBody
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import accounts
 from api.feed import MatchFeed
+from api.guards import (
+    PUBLIC,
+    CurrentSession,
+    CurrentUser,
+    GuardedController,
+    requires_role,
+    signed_in,
+)
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
+from api.routes_money import open_wallet_at_sign_up
 from api.security import (
     CSRF_COOKIE,
     SESSION_COOKIE,
     SignInLimits,
     client_address,
-    require,
     sign_in_request_guard,
 )
 from services.common.config import Settings
@@ -131,35 +139,6 @@ def _limits(request: Request[Any, Any, Any]) -> SignInLimits:
     return limits
 
 
-# Sign-in routes: same-origin JSON only (no login CSRF by a cross-site form post).
-SIGN_IN_GUARDS = [sign_in_request_guard]
-
-
-@post(
-    "/api/auth/register",
-    status_code=201,
-    tags=["auth"],
-    responses=WRITE_ERRORS,
-    guards=SIGN_IN_GUARDS,
-)
-async def register(
-    request: Request[Any, Any, Any], data: JSONBody[RegisterRequest]
-) -> Response[SignedIn]:
-    """Create a player account and sign in (cookie session)."""
-    _limits(request).check(data.username.lower(), client_address(request))
-    try:
-        user = await accounts.create_user(
-            request.app.state.db, data.username, data.password, "player", data.display_name
-        )
-    except accounts.AccountError as exc:
-        raise ServiceError(
-            409 if exc.code == "username_taken" else 400, exc.code, exc.detail
-        ) from None
-    response = await _signed_in(request, user)
-    response.status_code = 201
-    return response
-
-
 async def _authenticate(request: Request[Any, Any, Any], username: str, password: str) -> Any:
     name = username.lower()
     address = client_address(request)
@@ -175,70 +154,111 @@ async def _authenticate(request: Request[Any, Any, Any], username: str, password
     return user
 
 
-@post(
-    "/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS, guards=SIGN_IN_GUARDS
-)
-async def login(
-    request: Request[Any, Any, Any], data: JSONBody[LoginRequest]
-) -> Response[SignedIn]:
-    """Sign in for the web page: sets the HttpOnly session cookie and the CSRF cookie."""
-    user = await _authenticate(request, data.username, data.password)
-    return await _signed_in(request, user)
+class AuthController(Controller):
+    """Sign up and sign in: public on purpose, same-origin JSON only (no login CSRF)."""
 
+    opt = PUBLIC
+    guards = [sign_in_request_guard]
 
-@post(
-    "/api/auth/tokens",
-    status_code=201,
-    tags=["auth"],
-    responses=WRITE_ERRORS,
-    guards=SIGN_IN_GUARDS,
-)
-async def create_token(request: Request[Any, Any, Any], data: JSONBody[TokenRequest]) -> TokenOut:
-    """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
-    user = await _authenticate(request, data.username, data.password)
-    token, _, expires = await accounts.open_session(
-        request.app.state.db, user, "bearer", data.label
+    @post(
+        "/api/auth/register",
+        status_code=201,
+        tags=["auth"],
+        responses=WRITE_ERRORS,
     )
-    return TokenOut(token=token, token_type="bearer", expires_at=expires)
+    async def register(
+        self, request: Request[Any, Any, Any], data: JSONBody[RegisterRequest]
+    ) -> Response[SignedIn]:
+        """Create a player account and sign in (cookie session)."""
+        _limits(request).check(data.username.lower(), client_address(request))
+        try:
+            user = await accounts.create_user(
+                request.app.state.db, data.username, data.password, "player", data.display_name
+            )
+        except accounts.AccountError as exc:
+            raise ServiceError(
+                409 if exc.code == "username_taken" else 400, exc.code, exc.detail
+            ) from None
+        await open_wallet_at_sign_up(request.app.state, user.id)
+        response = await _signed_in(request, user)
+        response.status_code = 201
+        return response
 
+    @post("/api/auth/login", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
+    async def login(
+        self, request: Request[Any, Any, Any], data: JSONBody[LoginRequest]
+    ) -> Response[SignedIn]:
+        """Sign in for the web page: sets the HttpOnly session cookie and the CSRF cookie."""
+        user = await _authenticate(request, data.username, data.password)
+        return await _signed_in(request, user)
 
-@post("/api/auth/logout", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
-async def logout(request: Request[Any, Any, Any]) -> Response[Ok]:
-    """End this session (or revoke this bearer token)."""
-    session = await require(request)
-    await accounts.revoke_session(request.app.state.db, session.token_hash)
-    await _feed(request).announce_session_ended(
-        request.app.state.db, session.user.id, session.token_hash
+    @post(
+        "/api/auth/tokens",
+        status_code=201,
+        tags=["auth"],
+        responses=WRITE_ERRORS,
     )
-    return Response(
-        Ok(),
-        cookies=[
-            Cookie(key=SESSION_COOKIE, value="", max_age=0, path="/", httponly=True),
-            Cookie(key=CSRF_COOKIE, value="", max_age=0, path="/"),
-        ],
-    )
+    async def create_token(
+        self, request: Request[Any, Any, Any], data: JSONBody[TokenRequest]
+    ) -> TokenOut:
+        """A bearer token for API clients (`Authorization: Bearer ...`); shown once."""
+        user = await _authenticate(request, data.username, data.password)
+        token, _, expires = await accounts.open_session(
+            request.app.state.db, user, "bearer", data.label
+        )
+        return TokenOut(token=token, token_type="bearer", expires_at=expires)  # noqa: S106 (the token type name, not a password)
 
 
-@get("/api/me", tags=["auth"], responses=READ_ERRORS)
-async def whoami(request: Request[Any, Any, Any]) -> Me:
-    session = await require(request)
-    return me_of(session.user)
+class SessionController(GuardedController):
+    """The caller's own session, whatever the role."""
+
+    guards = [signed_in]
+
+    @post("/api/auth/logout", status_code=200, tags=["auth"], responses=WRITE_ERRORS)
+    async def logout(
+        self, session: CurrentSession, request: Request[Any, Any, Any]
+    ) -> Response[Ok]:
+        """End this session (or revoke this bearer token)."""
+        await accounts.revoke_session(request.app.state.db, session.token_hash)
+        await _feed(request).announce_session_ended(
+            request.app.state.db, session.user.id, session.token_hash
+        )
+        return Response(
+            Ok(),
+            cookies=[
+                Cookie(key=SESSION_COOKIE, value="", max_age=0, path="/", httponly=True),
+                Cookie(key=CSRF_COOKIE, value="", max_age=0, path="/"),
+            ],
+        )
+
+    @get("/api/me", tags=["auth"], responses=READ_ERRORS)
+    async def whoami(self, user: CurrentUser, request: Request[Any, Any, Any]) -> Me:
+        return me_of(user)
 
 
-@post("/api/me/self-exclusion", status_code=200, tags=["player"], responses=WRITE_ERRORS)
-async def self_exclude(request: Request[Any, Any, Any], data: JSONBody[SelfExcludeRequest]) -> Me:
-    """Exclude yourself from paid tables for `days` days (cannot be shortened here)."""
-    session = await require(request, "player")
-    until = datetime.now(UTC) + timedelta(days=data.days)
-    current = session.user.excluded_until
-    if session.user.status == "self_excluded" and current is not None and current > until:
-        until = current
-    user = await accounts.update_user(
-        request.app.state.db, session.user.id, status="self_excluded", excluded_until=until
-    )
-    # Its table sockets close: a seat at a paid table must not outlive the exclusion.
-    await _feed(request).announce_session_ended(request.app.state.db, user.id)
-    return me_of(user)
+class SelfExclusionController(GuardedController):
+    """Responsible gaming: players only."""
+
+    guards = [requires_role("player")]
+
+    @post("/api/me/self-exclusion", status_code=200, tags=["player"], responses=WRITE_ERRORS)
+    async def self_exclude(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        data: JSONBody[SelfExcludeRequest],
+    ) -> Me:
+        """Exclude yourself from paid tables for `days` days (cannot be shortened here)."""
+        until = datetime.now(UTC) + timedelta(days=data.days)
+        current = session.user.excluded_until
+        if session.user.status == "self_excluded" and current is not None and current > until:
+            until = current
+        user = await accounts.update_user(
+            request.app.state.db, session.user.id, status="self_excluded", excluded_until=until
+        )
+        # Its table sockets close: a seat at a paid table must not outlive the exclusion.
+        await _feed(request).announce_session_ended(request.app.state.db, user.id)
+        return me_of(user)
 
 
-ROUTES = [register, login, create_token, logout, whoami, self_exclude]
+ROUTES = [AuthController, SessionController, SelfExclusionController]

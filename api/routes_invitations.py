@@ -16,11 +16,12 @@ from litestar import Request, get, post
 from litestar.params import Parameter
 
 from api import invitations
+from api.accounts import User
 from api.backends import get_backends
+from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.invitations import Invitation
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_lobby import InvitationOut, TableOut, invitation_out, joined, may_sit
-from api.security import require
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.matchmaking.contract import CreatePrivate, JoinByCode, QuickJoin
@@ -84,70 +85,13 @@ async def _seat_pair(request: Request[Any, Any, Any], inv: Invitation, me: str) 
     return table
 
 
-@get("/api/invitations", tags=["lobby"], responses=READ_ERRORS)
-async def my_invitations(request: Request[Any, Any, Any]) -> InvitationList:
-    """Pending invitations sent to you and by you (expired ones are dropped)."""
-    session = await require(request, "player")
-    incoming, outgoing = await invitations.pending_of(request.app.state.db, session.user.id)
-    return InvitationList(
-        incoming=[invitation_out(i) for i in incoming],
-        outgoing=[invitation_out(i) for i in outgoing],
-    )
-
-
-@get("/api/invitations/{invitation_id:int}", tags=["lobby"], responses=READ_ERRORS)
-async def invitation_status(
-    request: Request[Any, Any, Any], invitation_id: InvitationId
-) -> InvitationOut:
-    """One invitation you sent or received (its outcome once decided)."""
-    session = await require(request, "player")
-    inv = await invitations.get_for(request.app.state.db, invitation_id, session.user.id)
-    return invitation_out(inv)
-
-
-@post(
-    "/api/invitations/{invitation_id:int}/accept",
-    status_code=200,
-    tags=["lobby"],
-    responses=WRITE_ERRORS,
-)
-async def accept(request: Request[Any, Any, Any], invitation_id: InvitationId) -> Accepted:
-    """Accept an invitation sent to you: both of you are checked, then seated across."""
-    session = await require(request, "player")
-    me = session.user
-    db = request.app.state.db
-    get_backends(request.app.state)  # 503 before any change while the gateway is starting
-    inv = await invitations.get_for(db, invitation_id, me.id)
-    if inv.invitee != me.id:
-        raise ServiceError(403, "not_invitee", "only the invited player may accept")
-    if inv.status == "pending" and inv.expired:
-        await invitations.expire_due(db, me.id)
-        raise _closed(inv)
-    if inv.status not in ("pending", "accepted"):
-        raise _closed(inv)
-    if inv.status == "pending" or inv.table_id is None:
-        # Both players, now: the invitee in his own session, the inviter by his invitation.
-        await may_sit(request, me.id, me, inv.kind, inv.tier, invitation=inv)
-        await may_sit(request, inv.inviter, me, inv.kind, inv.tier, invitation=inv)
-    if inv.status == "pending":
-        claimed = await invitations.transition(db, inv.id, to="accepted", by_invitee=me.id)
-        if claimed is None:
-            now = await invitations.get_for(db, invitation_id, me.id)
-            if now.status != "accepted":
-                raise _closed(now)
-            claimed = now
-        inv = claimed
-        log.info("invitation_accepted", invitation_id=inv.id, inviter=inv.inviter, invitee=me.id)
-    table = await _seat_pair(request, inv, me.id)
-    final = await invitations.get_for(db, invitation_id, me.id)
-    return Accepted(invitation=invitation_out(final), table=table)
-
-
 async def _decide(
-    request: Request[Any, Any, Any], invitation_id: int, to: invitations.InvitationStatus
+    request: Request[Any, Any, Any],
+    user: User,
+    invitation_id: int,
+    to: invitations.InvitationStatus,
 ) -> InvitationOut:
-    session = await require(request, "player")
-    me = session.user.id
+    me = user.id
     db = request.app.state.db
     inv = await invitations.get_for(db, invitation_id, me)
     if to == "declined" and inv.invitee != me:
@@ -169,26 +113,93 @@ async def _decide(
     return invitation_out(done)
 
 
-@post(
-    "/api/invitations/{invitation_id:int}/decline",
-    status_code=200,
-    tags=["lobby"],
-    responses=WRITE_ERRORS,
-)
-async def decline(request: Request[Any, Any, Any], invitation_id: InvitationId) -> InvitationOut:
-    """Decline an invitation sent to you (nothing was held or seated for you)."""
-    return await _decide(request, invitation_id, "declined")
+class InvitationController(GuardedController):
+    """Partner invitations: players only."""
+
+    guards = [requires_role("player")]
+
+    @get("/api/invitations", tags=["lobby"], responses=READ_ERRORS)
+    async def my_invitations(
+        self, user: CurrentUser, request: Request[Any, Any, Any]
+    ) -> InvitationList:
+        """Pending invitations sent to you and by you (expired ones are dropped)."""
+        incoming, outgoing = await invitations.pending_of(request.app.state.db, user.id)
+        return InvitationList(
+            incoming=[invitation_out(i) for i in incoming],
+            outgoing=[invitation_out(i) for i in outgoing],
+        )
+
+    @get("/api/invitations/{invitation_id:int}", tags=["lobby"], responses=READ_ERRORS)
+    async def invitation_status(
+        self, user: CurrentUser, request: Request[Any, Any, Any], invitation_id: InvitationId
+    ) -> InvitationOut:
+        """One invitation you sent or received (its outcome once decided)."""
+        inv = await invitations.get_for(request.app.state.db, invitation_id, user.id)
+        return invitation_out(inv)
+
+    @post(
+        "/api/invitations/{invitation_id:int}/accept",
+        status_code=200,
+        tags=["lobby"],
+        responses=WRITE_ERRORS,
+    )
+    async def accept(
+        self, session: CurrentSession, request: Request[Any, Any, Any], invitation_id: InvitationId
+    ) -> Accepted:
+        """Accept an invitation sent to you: both of you are checked, then seated across."""
+        me = session.user
+        db = request.app.state.db
+        get_backends(request.app.state)  # 503 before any change while the gateway is starting
+        inv = await invitations.get_for(db, invitation_id, me.id)
+        if inv.invitee != me.id:
+            raise ServiceError(403, "not_invitee", "only the invited player may accept")
+        if inv.status == "pending" and inv.expired:
+            await invitations.expire_due(db, me.id)
+            raise _closed(inv)
+        if inv.status not in ("pending", "accepted"):
+            raise _closed(inv)
+        if inv.status == "pending" or inv.table_id is None:
+            # Both players, now: the invitee in his own session, the inviter by his invitation.
+            await may_sit(request, me.id, me, inv.kind, inv.tier, invitation=inv)
+            await may_sit(request, inv.inviter, me, inv.kind, inv.tier, invitation=inv)
+        if inv.status == "pending":
+            claimed = await invitations.transition(db, inv.id, to="accepted", by_invitee=me.id)
+            if claimed is None:
+                now = await invitations.get_for(db, invitation_id, me.id)
+                if now.status != "accepted":
+                    raise _closed(now)
+                claimed = now
+            inv = claimed
+            log.info(
+                "invitation_accepted", invitation_id=inv.id, inviter=inv.inviter, invitee=me.id
+            )
+        table = await _seat_pair(request, inv, me.id)
+        final = await invitations.get_for(db, invitation_id, me.id)
+        return Accepted(invitation=invitation_out(final), table=table)
+
+    @post(
+        "/api/invitations/{invitation_id:int}/decline",
+        status_code=200,
+        tags=["lobby"],
+        responses=WRITE_ERRORS,
+    )
+    async def decline(
+        self, user: CurrentUser, request: Request[Any, Any, Any], invitation_id: InvitationId
+    ) -> InvitationOut:
+        """Decline an invitation sent to you (nothing was held or seated for you)."""
+        return await _decide(request, user, invitation_id, "declined")
+
+    @post(
+        "/api/invitations/{invitation_id:int}/cancel",
+        status_code=200,
+        tags=["lobby"],
+        responses=WRITE_ERRORS,
+    )
+    async def cancel(
+        self, user: CurrentUser, request: Request[Any, Any, Any], invitation_id: InvitationId
+    ) -> InvitationOut:
+        """Cancel an invitation you sent while it is pending."""
+        return await _decide(request, user, invitation_id, "cancelled")
 
 
-@post(
-    "/api/invitations/{invitation_id:int}/cancel",
-    status_code=200,
-    tags=["lobby"],
-    responses=WRITE_ERRORS,
-)
-async def cancel(request: Request[Any, Any, Any], invitation_id: InvitationId) -> InvitationOut:
-    """Cancel an invitation you sent while it is pending."""
-    return await _decide(request, invitation_id, "cancelled")
-
-
-ROUTES = [my_invitations, invitation_status, accept, decline, cancel]
+ROUTES = [InvitationController]

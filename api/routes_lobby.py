@@ -20,8 +20,8 @@ from api import accounts, invitations
 from api.accounts import Session, User
 from api.backends import call, get_backends
 from api.eligibility import account_refusal, check_may_sit, stake_of
+from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role, signed_in
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.security import require
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.matchmaking.contract import (
@@ -217,49 +217,6 @@ async def _invite(
     return Response(invitation_out(inv), status_code=202)
 
 
-@get("/api/lobby/kinds", tags=["lobby"], responses=READ_ERRORS)
-async def kinds(request: Request[Any, Any, Any]) -> KindList:
-    """Table kinds and the stake tiers each is offered at."""
-    await require(request)
-    mm = get_backends(request.app.state).matchmaking
-    return await call("matchmaking", mm.get("/v1/kinds", KindList))
-
-
-@get("/api/lobby/tables", tags=["lobby"], responses=READ_ERRORS)
-async def open_tables(
-    request: Request[Any, Any, Any],
-    kind: Annotated[str | None, Parameter(pattern=r"^[a-z0-9-]{1,40}$")] = None,
-    tier: FromQuery[Tier | None] = None,
-) -> Lobby:
-    """Open public tables with free seats."""
-    await require(request, "player")
-    params = {k: v for k, v in (("kind", kind), ("tier", tier)) if v is not None}
-    mm = get_backends(request.app.state).matchmaking
-    return await call("matchmaking", mm.get("/v1/lobby", Lobby, params=params))
-
-
-@get("/api/lobby/mine", tags=["lobby"], responses=READ_ERRORS)
-async def my_tables(request: Request[Any, Any, Any]) -> list[TableOut]:
-    """Tables where you hold a seat (with the match id once the table has started)."""
-    session = await require(request, "player")
-    mm = get_backends(request.app.state).matchmaking
-    found = await call("matchmaking", mm.get(f"/v1/players/{session.user.id}/tables", PlayerTables))
-    return [table_out(t, session.user.id) for t in found.tables[:50]]
-
-
-@get("/api/lobby/tables/{table_id:str}", tags=["lobby"], responses=READ_ERRORS)
-async def table_status(request: Request[Any, Any, Any], table_id: FromPath[str]) -> TableOut:
-    session = await require(request, "player")
-    if not msgspec_table_ok(table_id):
-        raise ServiceError(400, "invalid_request", "bad table id")
-    mm = get_backends(request.app.state).matchmaking
-    t = await call("matchmaking", mm.get(f"/v1/tables/{table_id}", TableStatus))
-    out = table_out(t, session.user.id)
-    if t.private and out.my_seat is None:
-        raise ServiceError(404, "table_not_found", "no such table")
-    return out
-
-
 def msgspec_table_ok(table_id: str) -> bool:
     import re
 
@@ -274,13 +231,13 @@ async def joined(request: Request[Any, Any, Any], path: str, body: Any, me: str)
 
 async def _join_kind(
     request: Request[Any, Any, Any],
+    session: Session,
     data: JoinRequest,
     path: str,
     op: invitations.Op,
     body_type: type[QuickJoin] | type[CreatePrivate],
 ) -> JoinAnswer:
     """A join that names a kind and tier (quick join or a new private table)."""
-    session = await require(request, "player")
     me = session.user
     if data.partner is not None:
         new = invitations.NewInvitation(
@@ -299,76 +256,122 @@ async def _join_kind(
     return Response(await joined(request, path, body, me.id))
 
 
-@post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
-async def quick_join(request: Request[Any, Any, Any], data: JSONBody[JoinRequest]) -> JoinAnswer:
-    """Sit at the fullest waiting table of that kind and tier (or a new one).
+class CatalogueController(GuardedController):
+    """Table kinds and tiers: anyone signed in."""
 
-    With a `partner`: 202 and an invitation; both sit across once he accepts it."""
-    return await _join_kind(request, data, "/v1/join/quick", "quick", QuickJoin)
+    guards = [signed_in]
 
-
-@post("/api/lobby/private", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
-async def create_private(
-    request: Request[Any, Any, Any], data: JSONBody[JoinRequest]
-) -> JoinAnswer:
-    """Open a private table; share its invite code.
-
-    With a `partner`: 202 and an invitation; the table opens once he accepts it."""
-    return await _join_kind(request, data, "/v1/tables/private", "private", CreatePrivate)
+    @get("/api/lobby/kinds", tags=["lobby"], responses=READ_ERRORS)
+    async def kinds(self, request: Request[Any, Any, Any]) -> KindList:
+        """Table kinds and the stake tiers each is offered at."""
+        mm = get_backends(request.app.state).matchmaking
+        return await call("matchmaking", mm.get("/v1/kinds", KindList))
 
 
-@post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
-async def join_by_code(request: Request[Any, Any, Any], data: JSONBody[CodeRequest]) -> JoinAnswer:
-    """Sit at a private table by its invite code.
+class LobbyController(GuardedController):
+    """Finding and taking a seat: players only."""
 
-    With a `partner`: 202 and an invitation; both sit once he accepts it."""
-    session = await require(request, "player")
-    me = session.user
-    code = data.invite_code.upper()
-    key = _key(data.idempotency_key)
-    if data.partner is not None:
-        new = invitations.NewInvitation(
-            inviter=me.id, invitee=data.partner, op="code", invite_code=code, idempotency_key=key
+    guards = [requires_role("player")]
+
+    @get("/api/lobby/tables", tags=["lobby"], responses=READ_ERRORS)
+    async def open_tables(
+        self,
+        request: Request[Any, Any, Any],
+        kind: Annotated[str | None, Parameter(pattern=r"^[a-z0-9-]{1,40}$")] = None,
+        tier: FromQuery[Tier | None] = None,
+    ) -> Lobby:
+        """Open public tables with free seats."""
+        params = {k: v for k, v in (("kind", kind), ("tier", tier)) if v is not None}
+        mm = get_backends(request.app.state).matchmaking
+        return await call("matchmaking", mm.get("/v1/lobby", Lobby, params=params))
+
+    @get("/api/lobby/mine", tags=["lobby"], responses=READ_ERRORS)
+    async def my_tables(self, user: CurrentUser, request: Request[Any, Any, Any]) -> list[TableOut]:
+        """Tables where you hold a seat (with the match id once the table has started)."""
+        mm = get_backends(request.app.state).matchmaking
+        found = await call("matchmaking", mm.get(f"/v1/players/{user.id}/tables", PlayerTables))
+        return [table_out(t, user.id) for t in found.tables[:50]]
+
+    @get("/api/lobby/tables/{table_id:str}", tags=["lobby"], responses=READ_ERRORS)
+    async def table_status(
+        self, user: CurrentUser, request: Request[Any, Any, Any], table_id: FromPath[str]
+    ) -> TableOut:
+        if not msgspec_table_ok(table_id):
+            raise ServiceError(400, "invalid_request", "bad table id")
+        mm = get_backends(request.app.state).matchmaking
+        t = await call("matchmaking", mm.get(f"/v1/tables/{table_id}", TableStatus))
+        out = table_out(t, user.id)
+        if t.private and out.my_seat is None:
+            raise ServiceError(404, "table_not_found", "no such table")
+        return out
+
+    @post("/api/lobby/quick-join", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+    async def quick_join(
+        self, session: CurrentSession, request: Request[Any, Any, Any], data: JSONBody[JoinRequest]
+    ) -> JoinAnswer:
+        """Sit at the fullest waiting table of that kind and tier (or a new one).
+
+        With a `partner`: 202 and an invitation; both sit across once he accepts it."""
+        return await _join_kind(request, session, data, "/v1/join/quick", "quick", QuickJoin)
+
+    @post("/api/lobby/private", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+    async def create_private(
+        self, session: CurrentSession, request: Request[Any, Any, Any], data: JSONBody[JoinRequest]
+    ) -> JoinAnswer:
+        """Open a private table; share its invite code.
+
+        With a `partner`: 202 and an invitation; the table opens once he accepts it."""
+        return await _join_kind(
+            request, session, data, "/v1/tables/private", "private", CreatePrivate
         )
-        return await _invite(request, session, data.partner, new)
-    # A private table's tier is known only to matchmaking: checked as a paid seat.
-    await may_sit(request, me.id, me, None, None)
-    body = JoinByCode(idempotency_key=key, player_id=me.id, invite_code=code)
-    return Response(await joined(request, "/v1/join/code", body, me.id))
+
+    @post("/api/lobby/join-code", status_code=200, tags=["lobby"], responses=JOIN_RESPONSES)
+    async def join_by_code(
+        self, session: CurrentSession, request: Request[Any, Any, Any], data: JSONBody[CodeRequest]
+    ) -> JoinAnswer:
+        """Sit at a private table by its invite code.
+
+        With a `partner`: 202 and an invitation; both sit once he accepts it."""
+        me = session.user
+        code = data.invite_code.upper()
+        key = _key(data.idempotency_key)
+        if data.partner is not None:
+            new = invitations.NewInvitation(
+                inviter=me.id,
+                invitee=data.partner,
+                op="code",
+                invite_code=code,
+                idempotency_key=key,
+            )
+            return await _invite(request, session, data.partner, new)
+        # A private table's tier is known only to matchmaking: checked as a paid seat.
+        await may_sit(request, me.id, me, None, None)
+        body = JoinByCode(idempotency_key=key, player_id=me.id, invite_code=code)
+        return Response(await joined(request, "/v1/join/code", body, me.id))
+
+    @post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
+    async def play_vs_cpu(
+        self, user: CurrentUser, request: Request[Any, Any, Any], data: JSONBody[CpuRequest]
+    ) -> TableOut:
+        """A free table against CPU players, started at once."""
+        await may_sit(request, user.id, user, data.kind, "free")
+        body = PlayVsCpu(
+            idempotency_key=_key(data.idempotency_key), player_id=user.id, kind=data.kind
+        )
+        return await joined(request, "/v1/tables/cpu", body, user.id)
+
+    @post("/api/lobby/leave", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
+    async def leave(
+        self, user: CurrentUser, request: Request[Any, Any, Any], data: JSONBody[LeaveRequest]
+    ) -> LeaveResult:
+        """Leave a table before it starts (the stake is released)."""
+        body = Leave(
+            idempotency_key=_key(data.idempotency_key),
+            player_id=user.id,
+            table_id=data.table_id,
+        )
+        mm = get_backends(request.app.state).matchmaking
+        return await call("matchmaking", mm.post("/v1/leave", body, LeaveResult))
 
 
-@post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def play_vs_cpu(request: Request[Any, Any, Any], data: JSONBody[CpuRequest]) -> TableOut:
-    """A free table against CPU players, started at once."""
-    session = await require(request, "player")
-    await may_sit(request, session.user.id, session.user, data.kind, "free")
-    body = PlayVsCpu(
-        idempotency_key=_key(data.idempotency_key), player_id=session.user.id, kind=data.kind
-    )
-    return await joined(request, "/v1/tables/cpu", body, session.user.id)
-
-
-@post("/api/lobby/leave", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
-async def leave(request: Request[Any, Any, Any], data: JSONBody[LeaveRequest]) -> LeaveResult:
-    """Leave a table before it starts (the stake is released)."""
-    session = await require(request, "player")
-    body = Leave(
-        idempotency_key=_key(data.idempotency_key),
-        player_id=session.user.id,
-        table_id=data.table_id,
-    )
-    mm = get_backends(request.app.state).matchmaking
-    return await call("matchmaking", mm.post("/v1/leave", body, LeaveResult))
-
-
-ROUTES = [
-    kinds,
-    open_tables,
-    my_tables,
-    table_status,
-    quick_join,
-    create_private,
-    join_by_code,
-    play_vs_cpu,
-    leave,
-]
+ROUTES = [CatalogueController, LobbyController]

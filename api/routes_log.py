@@ -26,6 +26,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, JSONBody, Parameter
 
 from api.backends import call, get_backends
+from api.guards import PUBLIC
 from api.openapi_errors import READ_ERRORS
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
@@ -56,7 +57,7 @@ def _text(body: str, cache: str) -> Response[str]:
     return Response(body, media_type=TEXT, headers={"cache-control": cache})
 
 
-@get("/log/key", tags=["log"], responses=READ_ERRORS, media_type=TEXT)
+@get("/log/key", tags=["log"], responses=READ_ERRORS, media_type=TEXT, opt=PUBLIC)
 async def log_key(request: Request[Any, Any, Any]) -> Response[str]:
     """The log's signed-note verifier key (its name is the log's origin)."""
     engine = get_backends(request.app.state).engine
@@ -64,7 +65,7 @@ async def log_key(request: Request[Any, Any, Any]) -> Response[str]:
     return _text(key.text, "public, max-age=300")
 
 
-@get("/log/checkpoint", tags=["log"], responses=READ_ERRORS, media_type=TEXT)
+@get("/log/checkpoint", tags=["log"], responses=READ_ERRORS, media_type=TEXT, opt=PUBLIC)
 async def log_checkpoint(request: Request[Any, Any, Any]) -> Response[str]:
     """The latest checkpoint: a C2SP tlog-checkpoint signed note, with cosignatures."""
     engine = get_backends(request.app.state).engine
@@ -72,7 +73,7 @@ async def log_checkpoint(request: Request[Any, Any, Any]) -> Response[str]:
     return _text(cp.text, FRESH)
 
 
-@get("/log/checkpoints", tags=["log"], responses=READ_ERRORS)
+@get("/log/checkpoints", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def log_checkpoints(
     request: Request[Any, Any, Any],
     after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
@@ -89,7 +90,7 @@ async def log_checkpoints(
     return Response(notes, headers={"cache-control": FRESH})
 
 
-@get("/log/tile/{path:path}", tags=["log"], responses=READ_ERRORS, media_type=BINARY)
+@get("/log/tile/{path:path}", tags=["log"], responses=READ_ERRORS, media_type=BINARY, opt=PUBLIC)
 async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Response[bytes]:
     """A hash tile or an entry bundle (C2SP tlog-tiles)."""
     rest = path.lstrip("/")
@@ -106,7 +107,7 @@ async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Resp
     )
 
 
-@post("/log/cosignature", tags=["log"], status_code=200, responses=READ_ERRORS)
+@post("/log/cosignature", tags=["log"], status_code=200, responses=READ_ERRORS, opt=PUBLIC)
 async def log_cosignature(
     request: Request[Any, Any, Any], data: JSONBody[CosignatureIn]
 ) -> CosignatureAccepted:
@@ -117,7 +118,7 @@ async def log_cosignature(
     )
 
 
-@get("/log/receipts/{deal_id:path}", tags=["log"], responses=READ_ERRORS)
+@get("/log/receipts/{deal_id:path}", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def seed_receipt(request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Response[Any]:
     """The deal's seed receipt: every seat's logged seed commitment, with its inclusion proof
     against a signed checkpoint."""
@@ -129,7 +130,7 @@ async def seed_receipt(request: Request[Any, Any, Any], deal_id: FromPath[str]) 
     return Response(doc, headers={"cache-control": FRESH})
 
 
-@get("/log/voids", tags=["log"], responses=READ_ERRORS)
+@get("/log/voids", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def void_counts(
     request: Request[Any, Any, Any], days: Annotated[int, Parameter(ge=1, le=3660)] = 366
 ) -> Response[VoidCounts]:
@@ -142,7 +143,7 @@ async def void_counts(
 # ------------------------------------------------------------------ open audit (no account)
 
 
-@get("/log/transcripts", tags=["log"], responses=READ_ERRORS)
+@get("/log/transcripts", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def public_transcripts(
     request: Request[Any, Any, Any],
     match_id: Annotated[str | None, Parameter(max_length=128)] = None,
@@ -159,7 +160,7 @@ async def public_transcripts(
     return await call("engine", engine.get("/internal/audit/transcripts", TranscriptList, params))
 
 
-@get("/log/transcripts/{deal_id:path}", tags=["log"], responses=READ_ERRORS)
+@get("/log/transcripts/{deal_id:path}", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def public_transcript(
     request: Request[Any, Any, Any], deal_id: FromPath[str]
 ) -> Response[Any]:
@@ -175,14 +176,14 @@ async def public_transcript(
     return Response(doc, headers={"cache-control": "public, max-age=60"})
 
 
-@get("/log/keys", tags=["log"], responses=READ_ERRORS)
+@get("/log/keys", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def public_keys(request: Request[Any, Any, Any]) -> KeyList:
     """Every operator key published (raw hex and PEM); trust follows docs/fairness.md 4.6."""
     engine = get_backends(request.app.state).engine
     return await call("engine", engine.get("/internal/audit/keys", KeyList))
 
 
-@get("/log/proofs/inclusion", tags=["log"], responses=READ_ERRORS)
+@get("/log/proofs/inclusion", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def public_inclusion(
     request: Request[Any, Any, Any], leaf_index: Size, tree_size: Size
 ) -> InclusionProof:
@@ -193,7 +194,7 @@ async def public_inclusion(
     )
 
 
-@get("/log/proofs/consistency", tags=["log"], responses=READ_ERRORS)
+@get("/log/proofs/consistency", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
 async def public_consistency(
     request: Request[Any, Any, Any], first: Size, second: Size
 ) -> ConsistencyProof:

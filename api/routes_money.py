@@ -1,7 +1,9 @@
 """Wallet and statement (players), cashier and finance reports (finance role), all via the ledger.
 
 Finance reads are passed through from the ledger service's reports; CSV exports are written here
-from the same rows so the gateway never relays a non-JSON internal body.
+from the same rows so the gateway never relays a non-JSON internal body. Statements are read
+by pages (`after`/`limit`, `next` in the answer); the journal and statement exports stream,
+one ledger page at a time, so neither side ever holds the whole journal.
 """
 
 from __future__ import annotations
@@ -9,24 +11,49 @@ from __future__ import annotations
 import csv
 import io
 import secrets
+from collections.abc import AsyncIterator, Sequence
 from datetime import date
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 import msgspec
 from litestar import Request, Response, get, post
-from litestar.params import FromPath, FromQuery, JSONBody
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
+from litestar.response import Stream
 
+from api.accounts import Session
 from api.backends import call, get_backends
+from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.security import require
 from services.common.errors import ServiceError
-from services.ledger.contract import DepositRequest, EntryResult, WalletBalance, WithdrawRequest
+from services.common.logging import get_logger
+from services.ledger.contract import (
+    MAX_JOURNAL_PAGE,
+    MAX_POTS_PAGE,
+    MAX_STATEMENT_PAGE,
+    AccountOpened,
+    DepositRequest,
+    EntryResult,
+    JournalPage,
+    JournalRow,
+    OpenAccount,
+    StatementLine,
+    StatementPage,
+    WalletBalance,
+    WithdrawRequest,
+)
+
+log = get_logger()
 
 PlayerName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.-]{3,32}$")]
 Reference = Annotated[str, msgspec.Meta(min_length=1, max_length=120, pattern=r"^[\x20-\x7e]+$")]
 IdemKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{8,100}$")]
 Cents = Annotated[int, msgspec.Meta(gt=0, le=10_000_000)]  # at most $100,000 per movement
 MAX_CSV_ROWS = 100_000
+# Statement pages, as the ledger serves them (`next` continues after a wallet version).
+PageSize = Annotated[int, Parameter(ge=1, le=MAX_STATEMENT_PAGE)]
+Version = Annotated[int, Parameter(ge=0, le=2**62)]
+# An export reads at most this many pages (10 million postings at the ledger's page size).
+MAX_EXPORT_PAGES = 2_000
 
 
 class Wallet(msgspec.Struct, frozen=True):
@@ -63,6 +90,22 @@ async def wallet_of(state: Any, player: str) -> Wallet:
     return Wallet(player=found.player, currency=found.currency, balance=found.balance)
 
 
+async def open_wallet(state: Any, player: str) -> None:
+    """Open the player's ledger wallet (idempotent): the ledger takes no money for a player
+    whose wallet was never opened."""
+    ledger = get_backends(state).ledger
+    await call("ledger", ledger.post("/v1/accounts", OpenAccount(player=player), AccountOpened))
+
+
+async def open_wallet_at_sign_up(state: Any, player: str) -> None:
+    """At registration: a ledger that cannot be reached does not stop the sign-up; the
+    wallet is opened again (idempotently) before the player's first deposit."""
+    try:
+        await open_wallet(state, player)
+    except ServiceError as exc:
+        log.warning("wallet_not_opened", player=player, code=exc.code)
+
+
 def _date(name: str, raw: str | None) -> str | None:
     if raw is None or raw == "":
         return None
@@ -76,48 +119,41 @@ def _params(**values: str | None) -> dict[str, str]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-@get("/api/me/wallet", tags=["player"], responses=READ_ERRORS)
-async def my_wallet(request: Request[Any, Any, Any]) -> Wallet:
-    session = await require(request, "player")
-    return await wallet_of(request.app.state, session.user.id)
-
-
-async def _statement(state: Any, player: str, since: str | None, until: str | None) -> Any:
+async def _statement(
+    state: Any,
+    player: str,
+    since: str | None,
+    until: str | None,
+    after: int = 0,
+    limit: int = MAX_STATEMENT_PAGE,
+) -> StatementPage:
     ledger = get_backends(state).ledger
-    params = _params(since=_date("since", since), until=_date("until", until))
+    params: dict[str, Any] = _params(since=_date("since", since), until=_date("until", until))
+    params.update(after=after, limit=limit)
     try:
         return await call(
-            "ledger", ledger.get(f"/v1/reports/statements/{player}", Any, params=params)
+            "ledger",
+            ledger.get(f"/v1/reports/statements/{player}", StatementPage, params=params),
         )
     except ServiceError as exc:
         if exc.status == 404:
-            return {
-                "player": player,
-                "account": f"wallet:{player}",
-                "currency": "USD",
-                "opening_balance": 0,
-                "closing_balance": 0,
-                "lines": [],
-            }
+            return StatementPage(
+                player=player,
+                account=f"wallet:{player}",
+                currency="USD",
+                opening_balance=0,
+                closing_balance=0,
+                lines=[],
+            )
         raise
-
-
-@get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
-async def my_statement(
-    request: Request[Any, Any, Any],
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Any:
-    """Your wallet's movements with the running balance."""
-    session = await require(request, "player")
-    return await _statement(request.app.state, session.user.id, since, until)
 
 
 # --- finance -------------------------------------------------------------------------------
 
 
-async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: str) -> Any:
-    session = await require(request, "finance")
+async def _cashier(
+    request: Request[Any, Any, Any], session: Session, data: CashierRequest, kind: str
+) -> Any:
     from api import accounts
 
     user = await accounts.get_user(request.app.state.db, data.player)
@@ -129,6 +165,9 @@ async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: 
     body: Any
     path = "/v1/deposits" if kind == "deposit" else "/v1/withdrawals"
     if kind == "deposit":
+        # players who registered before wallets were opened at sign-up (or while the ledger
+        # was unreachable) get theirs now: the gateway has just checked that they exist
+        await open_wallet(request.app.state, data.player)
         body = DepositRequest(
             idempotency_key=key, player=data.player, amount=data.amount, reference=reference
         )
@@ -146,76 +185,6 @@ async def _cashier(request: Request[Any, Any, Any], data: CashierRequest, kind: 
         entry_id=getattr(result, "entry_id", None),
         replayed=bool(getattr(result, "replayed", False)),
     )
-
-
-@post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def deposit(request: Request[Any, Any, Any], data: JSONBody[CashierRequest]) -> CashierResult:
-    """Cashier deposit: external:cashier -> wallet:<player>."""
-    result: CashierResult = await _cashier(request, data, "deposit")
-    return result
-
-
-@post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
-async def withdraw(
-    request: Request[Any, Any, Any], data: JSONBody[CashierRequest]
-) -> CashierResult:
-    """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
-    result: CashierResult = await _cashier(request, data, "withdrawal")
-    return result
-
-
-@get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
-async def trial_balance(request: Request[Any, Any, Any]) -> Any:
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/trial-balance", Any))
-
-
-@get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
-async def pots(
-    request: Request[Any, Any, Any],
-    status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
-) -> Any:
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/pots", Any, params=_params(status=status)))
-
-
-@get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
-async def commission(
-    request: Request[Any, Any, Any],
-    by: FromQuery[
-        Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
-    ] = "day",
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Any:
-    """Commission of settled pots by day, tier or variant (or two of them)."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    params = _params(by=by, since=_date("since", since), until=_date("until", until))
-    return await call("ledger", ledger.get("/v1/reports/commission", Any, params=params))
-
-
-@get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
-async def statement(
-    request: Request[Any, Any, Any],
-    player: FromPath[str],
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Any:
-    await require(request, "finance")
-    if not msgspec_ok_player(player):
-        raise ServiceError(400, "invalid_request", "player: 3 to 32 of a-z 0-9 _ . -")
-    return await _statement(request.app.state, player, since, until)
-
-
-@get("/api/finance/chain", tags=["finance"], responses=READ_ERRORS)
-async def chain(request: Request[Any, Any, Any]) -> Any:
-    """Verify the journal's hash chain (seals new entries first)."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    return await call("ledger", ledger.get("/v1/reports/chain", Any))
 
 
 def msgspec_ok_player(player: str) -> bool:
@@ -254,64 +223,273 @@ def _is_number(text: str) -> bool:
     return True
 
 
-@get(
-    "/api/finance/export/{report:str}",
-    tags=["finance"],
-    media_type="text/csv; charset=utf-8",
-    responses=READ_ERRORS,
-)
-async def export_csv(
-    request: Request[Any, Any, Any],
-    report: FromPath[Literal["pots", "commission", "journal", "trial-balance", "statement"]],
-    player: FromQuery[str | None] = None,
-    since: FromQuery[str | None] = None,
-    until: FromQuery[str | None] = None,
-) -> Response[str]:
-    """CSV export of a finance report."""
-    await require(request, "finance")
-    ledger = get_backends(request.app.state).ledger
-    params = _params(since=_date("since", since), until=_date("until", until))
-    rows: list[dict[str, Any]]
-    if report == "pots":
-        rows = await call("ledger", ledger.get("/v1/reports/pots", list[dict[str, Any]]))
-    elif report == "commission":
-        rows = await call(
-            "ledger",
-            ledger.get(
-                "/v1/reports/commission",
-                list[dict[str, Any]],
-                params={**params, "by": "day,tier,variant"},
-            ),
-        )
-    elif report == "journal":
-        rows = await call(
-            "ledger", ledger.get("/v1/reports/journal", list[dict[str, Any]], params=params)
-        )
-    elif report == "trial-balance":
-        tb = await call("ledger", ledger.get("/v1/reports/trial-balance", dict[str, Any]))
-        rows = list(tb.get("accounts", []))
-    else:
-        if player is None or not msgspec_ok_player(player):
-            raise ServiceError(400, "invalid_request", "player is required for a statement")
-        st = await _statement(request.app.state, player, since, until)
-        rows = list(st.get("lines", []))
-    name = f"mesa-{report}-{date.today().isoformat()}.csv"
-    return Response(
-        to_csv(rows),
-        media_type="text/csv; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+def _csv_lines(rows: Sequence[Sequence[Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    for row in rows:
+        writer.writerow([_cell(v) for v in row])
+    return out.getvalue()
+
+
+def _fields(kind: type[msgspec.Struct]) -> list[str]:
+    return list(kind.__struct_fields__)
+
+
+def _too_long(report: str) -> NoReturn:
+    # Cut the download short (an incomplete body) rather than end a CSV that looks whole.
+    log.error("export_too_long", report=report, pages=MAX_EXPORT_PAGES)
+    raise ServiceError(
+        413, "export_too_long", f"the {report} export is over {MAX_EXPORT_PAGES} pages"
     )
 
 
-ROUTES = [
-    my_wallet,
-    my_statement,
-    deposit,
-    withdraw,
-    trial_balance,
-    pots,
-    commission,
-    statement,
-    chain,
-    export_csv,
+async def _journal_csv(
+    ledger: Any, params: dict[str, str], first: JournalPage
+) -> AsyncIterator[str]:
+    """The journal as CSV, page by page from the ledger's cursor: one page in memory."""
+    yield _csv_lines([_fields(JournalRow)])
+    page = first
+    for _ in range(MAX_EXPORT_PAGES):
+        yield _csv_lines([msgspec.structs.astuple(r) for r in page.rows])
+        if page.next is None:
+            return
+        page = await call(
+            "ledger",
+            ledger.get(
+                "/v1/reports/journal",
+                JournalPage,
+                params={**params, "after": page.next, "limit": MAX_JOURNAL_PAGE},
+            ),
+        )
+    _too_long("journal")
+
+
+# The ledger's pots report, column by column (ledger/reports.py `pots`).
+POT_COLUMNS = [
+    "match_id",
+    "tier",
+    "variant",
+    "currency",
+    "status",
+    "stake_total",
+    "balance",
+    "commission_rate_bp",
+    "commission",
+    "start_entry_id",
+    "close_entry_id",
+    "started_at",
+    "closed_at",
+    "ok",
 ]
+
+
+async def _pots_csv(ledger: Any, first: list[dict[str, Any]]) -> AsyncIterator[str]:
+    """Every pot as CSV, page by page from the ledger (oldest first): one page in memory."""
+    page = first
+    yield _csv_lines([POT_COLUMNS])
+    for _ in range(MAX_EXPORT_PAGES):
+        yield _csv_lines([[row.get(k) for k in POT_COLUMNS] for row in page])
+        if len(page) < MAX_POTS_PAGE:
+            return
+        page = await call(
+            "ledger",
+            ledger.get(
+                "/v1/reports/pots",
+                list[dict[str, Any]],
+                params={"after": str(page[-1]["match_id"]), "limit": MAX_POTS_PAGE},
+            ),
+        )
+    _too_long("pots")
+
+
+async def _statement_csv(
+    state: Any, player: str, since: str | None, until: str | None, first: StatementPage
+) -> AsyncIterator[str]:
+    yield _csv_lines([_fields(StatementLine)])
+    page = first
+    for _ in range(MAX_EXPORT_PAGES):
+        yield _csv_lines([msgspec.structs.astuple(line) for line in page.lines])
+        if page.next is None:
+            return
+        page = await _statement(state, player, since, until, page.next)
+    _too_long("statement")
+
+
+class PlayerController(GuardedController):
+    """A player's own wallet and statement."""
+
+    guards = [requires_role("player")]
+
+    @get("/api/me/wallet", tags=["player"], responses=READ_ERRORS)
+    async def my_wallet(self, user: CurrentUser, request: Request[Any, Any, Any]) -> Wallet:
+        return await wallet_of(request.app.state, user.id)
+
+    @get("/api/me/statement", tags=["player"], responses=READ_ERRORS)
+    async def my_statement(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        after: Version = 0,
+        limit: PageSize = MAX_STATEMENT_PAGE,
+    ) -> StatementPage:
+        """Your wallet's movements with the running balance, a page at a time: the lines after
+        wallet version `after`; `next` is the `after` of the next page (null on the last)."""
+        return await _statement(request.app.state, user.id, since, until, after, limit)
+
+
+class FinanceController(GuardedController):
+    """Cashier and finance reports: finance only."""
+
+    guards = [requires_role("finance")]
+
+    @post("/api/finance/deposits", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
+    async def deposit(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        data: JSONBody[CashierRequest],
+    ) -> CashierResult:
+        """Cashier deposit: external:cashier -> wallet:<player>."""
+        result: CashierResult = await _cashier(request, session, data, "deposit")
+        return result
+
+    @post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
+    async def withdraw(
+        self,
+        session: CurrentSession,
+        request: Request[Any, Any, Any],
+        data: JSONBody[CashierRequest],
+    ) -> CashierResult:
+        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
+        result: CashierResult = await _cashier(request, session, data, "withdrawal")
+        return result
+
+    @get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
+    async def trial_balance(self, request: Request[Any, Any, Any]) -> Any:
+        ledger = get_backends(request.app.state).ledger
+        return await call("ledger", ledger.get("/v1/reports/trial-balance", Any))
+
+    @get("/api/finance/pots", tags=["finance"], responses=READ_ERRORS)
+    async def pots(
+        self,
+        request: Request[Any, Any, Any],
+        status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
+        after: Annotated[str | None, Parameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")] = None,
+        limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = 200,
+    ) -> Any:
+        """A page of pots, oldest first; the next page starts after the last row's match."""
+        ledger = get_backends(request.app.state).ledger
+        params = _params(status=status, after=after)
+        return await call(
+            "ledger", ledger.get("/v1/reports/pots", Any, params={**params, "limit": limit})
+        )
+
+    @get("/api/finance/commission", tags=["finance"], responses=READ_ERRORS)
+    async def commission(
+        self,
+        request: Request[Any, Any, Any],
+        by: FromQuery[
+            Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
+        ] = "day",
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+    ) -> Any:
+        """Commission of settled pots by day, tier or variant (or two of them)."""
+        ledger = get_backends(request.app.state).ledger
+        params = _params(by=by, since=_date("since", since), until=_date("until", until))
+        return await call("ledger", ledger.get("/v1/reports/commission", Any, params=params))
+
+    @get("/api/finance/statements/{player:str}", tags=["finance"], responses=READ_ERRORS)
+    async def statement(
+        self,
+        request: Request[Any, Any, Any],
+        player: FromPath[str],
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+        after: Version = 0,
+        limit: PageSize = MAX_STATEMENT_PAGE,
+    ) -> StatementPage:
+        """A player's statement, a page at a time (as `/api/me/statement`)."""
+        if not msgspec_ok_player(player):
+            raise ServiceError(400, "invalid_request", "player: 3 to 32 of a-z 0-9 _ . -")
+        return await _statement(request.app.state, player, since, until, after, limit)
+
+    @get("/api/finance/chain", tags=["finance"], responses=READ_ERRORS)
+    async def chain(self, request: Request[Any, Any, Any]) -> Any:
+        """Verify the journal's hash chain (seals new entries first)."""
+        ledger = get_backends(request.app.state).ledger
+        return await call("ledger", ledger.get("/v1/reports/chain", Any))
+
+    @get(
+        "/api/finance/export/{report:str}",
+        tags=["finance"],
+        media_type="text/csv; charset=utf-8",
+        responses=READ_ERRORS,
+    )
+    async def export_csv(
+        self,
+        request: Request[Any, Any, Any],
+        report: FromPath[Literal["pots", "commission", "journal", "trial-balance", "statement"]],
+        player: FromQuery[str | None] = None,
+        since: FromQuery[str | None] = None,
+        until: FromQuery[str | None] = None,
+    ) -> Response[str] | Stream:
+        """CSV export of a finance report; the journal and statements stream page by page."""
+        ledger = get_backends(request.app.state).ledger
+        params = _params(since=_date("since", since), until=_date("until", until))
+        name = f"mesa-{report}-{date.today().isoformat()}.csv"
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        # The first page is read before the answer starts, so a refusal is still a clean 4xx/503;
+        # a later page that fails cuts the download short (the client sees an incomplete body).
+        if report == "journal":
+            first = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/journal",
+                    JournalPage,
+                    params={**params, "limit": MAX_JOURNAL_PAGE},
+                ),
+            )
+            return Stream(
+                _journal_csv(ledger, params, first),
+                media_type="text/csv; charset=utf-8",
+                headers=headers,
+            )
+        if report == "statement":
+            if player is None or not msgspec_ok_player(player):
+                raise ServiceError(400, "invalid_request", "player is required for a statement")
+            page = await _statement(request.app.state, player, since, until)
+            return Stream(
+                _statement_csv(request.app.state, player, since, until, page),
+                media_type="text/csv; charset=utf-8",
+                headers=headers,
+            )
+        rows: list[dict[str, Any]]
+        if report == "pots":
+            pots_page = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/pots", list[dict[str, Any]], params={"limit": MAX_POTS_PAGE}
+                ),
+            )
+            return Stream(
+                _pots_csv(ledger, pots_page), media_type="text/csv; charset=utf-8", headers=headers
+            )
+        if report == "commission":
+            rows = await call(
+                "ledger",
+                ledger.get(
+                    "/v1/reports/commission",
+                    list[dict[str, Any]],
+                    params={**params, "by": "day,tier,variant"},
+                ),
+            )
+        else:
+            tb = await call("ledger", ledger.get("/v1/reports/trial-balance", dict[str, Any]))
+            rows = list(tb.get("accounts", []))
+        return Response(to_csv(rows), media_type="text/csv; charset=utf-8", headers=headers)
+
+
+ROUTES = [PlayerController, FinanceController]

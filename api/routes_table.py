@@ -48,9 +48,17 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from api import accounts
 from api.backends import Backends, call, get_backends
 from api.feed import CHAT_CHANNEL, MatchFeed, SessionWatch, Subscription
+from api.guards import (
+    CHECKED_AT_CONNECT,
+    PUBLIC,
+    CurrentUser,
+    GuardedController,
+    authorize,
+    requires_role,
+)
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.security import require, session_of
 from services.common.errors import ServiceError
+from services.common.json_limits import json_depth_exceeds, too_deep_error
 from services.common.logging import get_logger
 from services.engine.contract import (
     MAX_FEED_READS,
@@ -338,89 +346,16 @@ async def read_chat(
     return [ChatMessage(id=r.id, seat=r.seat, kind=r.kind, code=r.code) for r in rows]
 
 
+PLAYERS = frozenset({"player"})
+
+
 # --- HTTP routes ----------------------------------------------------------------------------
 
 
-@get("/api/chat/phrases", tags=["table"], responses=READ_ERRORS)
+@get("/api/chat/phrases", tags=["table"], responses=READ_ERRORS, opt=PUBLIC)
 async def chat_phrases() -> ChatList:
     """The fixed quick phrases and reactions (the page translates the codes)."""
     return ChatList(phrases=list(PHRASES), reactions=list(REACTIONS))
-
-
-@get("/api/matches/{match_id:str}", tags=["table"], responses=READ_ERRORS)
-async def match_view(request: Request[Any, Any, Any], match_id: FromPath[str]) -> SeatSnapshot:
-    """Your seat's view: your tiles, legal actions, the public table; nobody else's tiles."""
-    session = await require(request, "player")
-    _check_match_id(match_id)
-    backends = get_backends(request.app.state)
-    seat, _ = await seat_of(backends, match_id, session.user.id)
-    return await snapshot(backends, match_id, seat)
-
-
-@post(
-    "/api/matches/{match_id:str}/actions", status_code=200, tags=["table"], responses=WRITE_ERRORS
-)
-async def match_action(
-    request: Request[Any, Any, Any], match_id: FromPath[str], data: JSONBody[ActionRequest]
-) -> ActionAccepted:
-    """Act at your seat; `seq` is the match seq your decision was made against (409 if stale)."""
-    session = await require(request, "player")
-    _check_match_id(match_id)
-    backends = get_backends(request.app.state)
-    seat, _ = await seat_of(backends, match_id, session.user.id)
-    applied = await submit(backends, match_id, seat, session.user.id, data.seq, data.action)
-    return ActionAccepted(match_id=applied.match_id, seq=applied.seq)
-
-
-@get("/api/matches/{match_id:str}/events", tags=["table"], responses=READ_ERRORS)
-async def match_events(
-    request: Request[Any, Any, Any],
-    match_id: FromPath[str],
-    after: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
-    wait_ms: Annotated[int, Parameter(ge=0, le=LONG_POLL_MS)] = 0,
-) -> EventPage:
-    """Events after `after` as your seat sees them (long-poll up to `wait_ms`)."""
-    session = await require(request, "player")
-    _check_match_id(match_id)
-    backends = get_backends(request.app.state)
-    seat, _ = await seat_of(backends, match_id, session.user.id)
-    return await call(
-        "engine",
-        backends.engine.get(
-            f"/internal/matches/{match_id}/seats/{seat}/events",
-            EventPage,
-            params={"after": after, "wait_ms": wait_ms},
-        ),
-    )
-
-
-@get("/api/matches/{match_id:str}/chat", tags=["table"], responses=READ_ERRORS)
-async def match_chat(
-    request: Request[Any, Any, Any],
-    match_id: FromPath[str],
-    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
-) -> list[ChatMessage]:
-    session = await require(request, "player")
-    _check_match_id(match_id)
-    await seat_of(get_backends(request.app.state), match_id, session.user.id)
-    return await read_chat(request.app.state.db, match_id, after)
-
-
-@post("/api/matches/{match_id:str}/chat", status_code=200, tags=["table"], responses=WRITE_ERRORS)
-async def send_chat(
-    request: Request[Any, Any, Any], match_id: FromPath[str], data: JSONBody[ChatRequest]
-) -> ChatMessage:
-    session = await require(request, "player")
-    _check_match_id(match_id)
-    check_chat(data.kind, data.code)
-    seat, _ = await seat_of(get_backends(request.app.state), match_id, session.user.id)
-    limiter = request.app.state.chat_limits
-    key = f"{session.user.id}:{match_id}"
-    if limiter.blocked_for(key) > 0:
-        raise ServiceError(429, "rate_limited", "slow down")
-    limiter.hit(key)
-    chat_id = await post_chat(request.app.state.db, match_id, seat, data.kind, data.code)
-    return ChatMessage(id=chat_id, seat=seat, kind=data.kind, code=data.code)
 
 
 def _check_match_id(match_id: str) -> None:
@@ -673,6 +608,10 @@ class _Table:
                     self.sub.chat.set()
 
     async def handle(self, raw: str) -> None:
+        if json_depth_exceeds(raw):
+            deep = too_deep_error()
+            await self.send({"type": "error", "error": deep.code, "detail": deep.detail})
+            return
         try:
             frame = _frame_decoder.decode(raw)
         except msgspec.DecodeError as exc:
@@ -750,7 +689,7 @@ def _release(socket: WebSocket[Any, Any, Any]) -> None:
     socket.send = _closed_send
 
 
-@websocket("/api/matches/{match_id:str}/ws")
+@websocket("/api/matches/{match_id:str}/ws", opt=CHECKED_AT_CONNECT)
 async def table_socket(socket: WebSocket[Any, Any, Any], match_id: FromPath[str]) -> None:
     """The live table (see the module docstring for the frames)."""
     try:
@@ -766,10 +705,8 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
             await socket.close(code=1008, reason="cross-origin")
             return
         try:
-            session = await session_of(socket)
+            session = await authorize(socket, PLAYERS)
         except ServiceError:
-            session = None
-        if session is None or session.user.role != "player":
             await socket.close(code=1008, reason="sign in as a player")
             return
         try:
@@ -858,12 +795,95 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
             await socket.close()
 
 
-ROUTES = [
-    chat_phrases,
-    match_view,
-    match_action,
-    match_events,
-    match_chat,
-    send_chat,
-    table_socket,
-]
+class TableController(GuardedController):
+    """A seat's view, actions, events and chat over HTTP: players only."""
+
+    guards = [requires_role("player")]
+
+    @get("/api/matches/{match_id:str}", tags=["table"], responses=READ_ERRORS)
+    async def match_view(
+        self, user: CurrentUser, request: Request[Any, Any, Any], match_id: FromPath[str]
+    ) -> SeatSnapshot:
+        """Your seat's view: your tiles, legal actions, the public table; nobody else's tiles."""
+        _check_match_id(match_id)
+        backends = get_backends(request.app.state)
+        seat, _ = await seat_of(backends, match_id, user.id)
+        return await snapshot(backends, match_id, seat)
+
+    @post(
+        "/api/matches/{match_id:str}/actions",
+        status_code=200,
+        tags=["table"],
+        responses=WRITE_ERRORS,
+    )
+    async def match_action(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        match_id: FromPath[str],
+        data: JSONBody[ActionRequest],
+    ) -> ActionAccepted:
+        """Act at your seat; `seq` is the match seq your decision was made against (409 if stale)."""
+        _check_match_id(match_id)
+        backends = get_backends(request.app.state)
+        seat, _ = await seat_of(backends, match_id, user.id)
+        applied = await submit(backends, match_id, seat, user.id, data.seq, data.action)
+        return ActionAccepted(match_id=applied.match_id, seq=applied.seq)
+
+    @get("/api/matches/{match_id:str}/events", tags=["table"], responses=READ_ERRORS)
+    async def match_events(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        match_id: FromPath[str],
+        after: Annotated[int, Parameter(ge=0, le=10_000_000)] = 0,
+        wait_ms: Annotated[int, Parameter(ge=0, le=LONG_POLL_MS)] = 0,
+    ) -> EventPage:
+        """Events after `after` as your seat sees them (long-poll up to `wait_ms`)."""
+        _check_match_id(match_id)
+        backends = get_backends(request.app.state)
+        seat, _ = await seat_of(backends, match_id, user.id)
+        return await call(
+            "engine",
+            backends.engine.get(
+                f"/internal/matches/{match_id}/seats/{seat}/events",
+                EventPage,
+                params={"after": after, "wait_ms": wait_ms},
+            ),
+        )
+
+    @get("/api/matches/{match_id:str}/chat", tags=["table"], responses=READ_ERRORS)
+    async def match_chat(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        match_id: FromPath[str],
+        after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    ) -> list[ChatMessage]:
+        _check_match_id(match_id)
+        await seat_of(get_backends(request.app.state), match_id, user.id)
+        return await read_chat(request.app.state.db, match_id, after)
+
+    @post(
+        "/api/matches/{match_id:str}/chat", status_code=200, tags=["table"], responses=WRITE_ERRORS
+    )
+    async def send_chat(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        match_id: FromPath[str],
+        data: JSONBody[ChatRequest],
+    ) -> ChatMessage:
+        _check_match_id(match_id)
+        check_chat(data.kind, data.code)
+        seat, _ = await seat_of(get_backends(request.app.state), match_id, user.id)
+        limiter = request.app.state.chat_limits
+        key = f"{user.id}:{match_id}"
+        if limiter.blocked_for(key) > 0:
+            raise ServiceError(429, "rate_limited", "slow down")
+        limiter.hit(key)
+        chat_id = await post_chat(request.app.state.db, match_id, seat, data.kind, data.code)
+        return ChatMessage(id=chat_id, seat=seat, kind=data.kind, code=data.code)
+
+
+ROUTES = [TableController, chat_phrases, table_socket]

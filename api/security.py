@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -422,17 +423,28 @@ async def session_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Session 
     return session
 
 
+# What `accounts.open_session` hands out (`secrets.token_urlsafe(32)`): anything else is
+# refused before the rate limiter's table or the database sees it.
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def well_formed_token(value: str) -> bool:
+    return _TOKEN_SHAPE.fullmatch(value) is not None
+
+
 async def _lookup_session(connection: ASGIConnection[Any, Any, Any, Any]) -> Session | None:
     db: AsyncEngine = connection.app.state.db
     bearer = _bearer(connection)
     if bearer is not None:
+        if not well_formed_token(bearer):
+            raise ServiceError(401, "unauthorized", "invalid or expired token")
         _check_request_rate(connection, bearer)
         session = await resolve_session(db, bearer, "bearer")
         if session is None:
             raise ServiceError(401, "unauthorized", "invalid or expired token")
         return session
     cookie = connection.cookies.get(SESSION_COOKIE)
-    if not cookie:
+    if not cookie or not well_formed_token(cookie):
         return None
     _check_request_rate(connection, cookie)
     return await resolve_session(db, cookie, "cookie")
@@ -452,14 +464,3 @@ def check_csrf(connection: ASGIConnection[Any, Any, Any, Any], session: Session)
         raise ServiceError(403, "csrf_failed", "missing or wrong X-CSRF-Token")
     if not hmac.compare_digest(header.encode(), session.csrf_token.encode()):
         raise ServiceError(403, "csrf_failed", "CSRF token does not belong to this session")
-
-
-async def require(connection: ASGIConnection[Any, Any, Any, Any], *roles: str) -> Session:
-    """The caller's session if it has one of `roles`; 401 when signed out, 403 otherwise."""
-    session = await session_of(connection)
-    if session is None:
-        raise ServiceError(401, "unauthorized", "sign in first")
-    check_csrf(connection, session)
-    if roles and session.user.role not in roles:
-        raise ServiceError(403, "forbidden", "your role may not do this")
-    return session

@@ -28,7 +28,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from bench.common import percentile, write_result
 from fairness.keys import OperatorKey
 from services.common.app import freeze_startup_heap
-from services.common.db import create_engine
 from services.common.errors import ServiceError
 from services.common.loop_health import GcTimer, probe_loop_lag
 from services.engine import rules as R
@@ -211,13 +210,13 @@ async def _run(url: str, matches: int, rate_per_s: float | None) -> dict[str, An
 async def _run_probed(
     url: str, matches: int, rate_per_s: float | None, probes: _Probes
 ) -> dict[str, Any]:
-    store = _TimedStore(url, pool_size=8)
+    store = _TimedStore(url)  # the service's pool size
     await store.start()
     key = OperatorKey(Ed25519PrivateKey.generate())
-    db = create_engine(url, application_name="mesa-bench-engine")
     fairness: Any = MemoryFairnessLog()
     if FAIRNESS == "pg":
-        fairness = PgFairnessLog(db, key)
+        # on the store's pool, as in the service
+        fairness = PgFairnessLog(store.started_pool, key)
         await fairness.start()
     engine = Engine(store, RealClock(), key, fairness, MemoryLedger())
     await engine.start(scan=False)
@@ -258,10 +257,9 @@ async def _run_probed(
             break
     elapsed = measured_s
     await engine.stop()
-    await store.stop()
     if isinstance(fairness, PgFairnessLog):
         await fairness.aclose()
-    await db.dispose()
+    await store.stop()
     gc.unfreeze()  # the next run starts from the same heap
     lat = sorted(latencies)
     return {
@@ -281,13 +279,15 @@ async def _run_probed(
 
 
 def main() -> dict[str, Any]:
-    from services.common.embedded_pg import EmbeddedPostgres, free_port
+    from launcher.embedded_pg import EmbeddedPostgres
     from services.common.migrate import upgrade
+    from services.common.ports import free_port
 
     url = os.environ.get("BENCH_DATABASE_URL")
     server = None
     if not url:
         data = Path(tempfile.mkdtemp(prefix="mesa-bench-engine-"))
+        data.chmod(0o711)  # ours: passable by the server's own user (as root)
         server = EmbeddedPostgres(data / "data", free_port())
         server.start()
         url = server.url("postgres")

@@ -4,8 +4,11 @@ A uvicorn server (uvloop, httptools; its own process) serves a tiny `/health`-li
 hold-like POST (msgspec Structs). N concurrent callers in this process (uvloop, as in
 production) loop on them for a few seconds through:
 
-- `httpx`: InternalClient on httpx (a `transport=` given), the library it would otherwise use;
-- `internal`: InternalClient on its keep-alive HTTP/1.1 pool (`services.common.http1`);
+- `httpx`: InternalClient on an httpx transport (a `transport=` given);
+- `aiohttp`: an aiohttp `ClientSession` (C parser, `TCPConnector(limit=100)`), called directly;
+- `internal`: InternalClient as the services run it;
+- `http1`: the earlier home-made keep-alive HTTP/1.1 pool (`bench.http1`), requests written as
+  InternalClient wrote them: the figures the library is chosen against;
 - `raw`: the minimal one-connection-per-caller client of bench/bench_ledger.py, the floor.
 
 CPU per request is `time.process_time()` of this process over the requests made, so it
@@ -27,12 +30,12 @@ import msgspec
 from bench.common import SERVICE_HTTP_PROTOCOL, percentile, write_result
 from services.common.auth import header_value
 from services.common.config import Settings
-from services.common.embedded_pg import free_port
 from services.common.http import InternalClient
+from services.common.ports import free_port
 
 SECONDS = float(os.environ.get("BENCH_HTTP_SECONDS", "3"))
 CONCURRENCY = tuple(int(c) for c in os.environ.get("BENCH_HTTP_CONCURRENCY", "8,32").split(","))
-CLIENTS = tuple(os.environ.get("BENCH_HTTP_CLIENTS", "httpx,internal,raw").split(","))
+CLIENTS = tuple(os.environ.get("BENCH_HTTP_CLIENTS", "httpx,aiohttp,internal,http1,raw").split(","))
 SECRET = b"b" * 32
 
 
@@ -78,14 +81,31 @@ async def _run(url: str, port: int, client: str, callers: int, route: str) -> di
     if client == "httpx":
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
         transport = httpx.AsyncHTTPTransport(limits=limits)
-        internal = InternalClient(url, settings, "bench", transport=transport)
+        internal = InternalClient(
+            url, settings, "matchmaking", audience="ledger", transport=transport
+        )
     elif client == "internal":
-        internal = InternalClient(url, settings, "bench")
-    auth = header_value(SECRET, "bench", ttl_s=600)
+        internal = InternalClient(url, settings, "matchmaking", audience="ledger")
+    auth = header_value(SECRET, "matchmaking", "ledger", ttl_s=600)
+    session: Any = None
+    pool: Any = None
+    if client == "aiohttp":
+        import aiohttp
+
+        session = aiohttp.ClientSession(
+            url, connector=aiohttp.TCPConnector(limit=100), headers={"Authorization": auth}
+        )
+    elif client == "http1":
+        from bench.http1 import Http1Pool
+
+        pool = Http1Pool("127.0.0.1", port, max_connections=100)
     latencies: list[float] = []
     errors: list[str] = []
 
     async def call(c: int, i: int, raw: Any) -> None:
+        if session is not None or pool is not None:
+            await _library_call(session, pool, port, auth, route, c, i)
+            return
         if route == "health":
             if internal is not None:
                 await internal.get("/health", Health)
@@ -131,6 +151,10 @@ async def _run(url: str, port: int, client: str, callers: int, route: str) -> di
     finally:
         if internal is not None:
             await internal.aclose()
+        if session is not None:
+            await session.close()
+        if pool is not None:
+            await pool.aclose()
     latencies.sort()
     n = max(1, len(latencies))
     return {
@@ -145,6 +169,40 @@ async def _run(url: str, port: int, client: str, callers: int, route: str) -> di
         "errors": len(errors),
         "first_error": errors[0] if errors else None,
     }
+
+
+async def _library_call(
+    session: Any, pool: Any, port: int, auth: str, route: str, c: int, i: int
+) -> None:
+    """One call on aiohttp's session or on the earlier pool, with the headers InternalClient
+    sends, the answer decoded into its Struct."""
+    request_id = f"r-{c}-{i}"
+    body = msgspec.json.encode(Hold(f"h-{c}-{i}", f"p{c}", f"h-{c}-{i}", 1, "bench"))
+    kind: type[Any] = Health if route == "health" else HoldPlaced
+    if session is not None:
+        headers = {"X-Request-ID": request_id, "Content-Type": "application/json"}
+        if route == "health":
+            answer = session.get("/health", headers=headers)
+        else:
+            answer = session.post("/v1/holds", data=body, headers=headers)
+        async with answer as response:
+            content = await response.read()
+            status = response.status
+    else:
+        head = (
+            f"{'GET /health' if route == 'health' else 'POST /v1/holds'} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n"
+            f"X-Request-ID: {request_id}\r\nContent-Type: application/json\r\n"
+        )
+        data = (
+            f"{head}\r\n".encode()
+            if route == "health"
+            else f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        status, content = await pool.request(data, 10.0)
+    if status != 200:
+        raise RuntimeError(status)
+    msgspec.json.decode(content, type=kind)
 
 
 class _Raw:

@@ -27,15 +27,21 @@ import httpx
 import msgspec
 
 from bench.common import busy_since, cpu_jiffies, percentile, wait_healthy, write_result
+from launcher.embedded_pg import EmbeddedPostgres, bin_dir
+from launcher.reaper import Reaper
 from ledger import chain
 from ledger.batch import GroupCommit
 from ledger.ops import Ledger, Seat
 from services.common.auth import header_value
 from services.common.config import Settings, unix_socket_url
-from services.common.embedded_pg import EmbeddedPostgres, bin_dir, free_port, free_ports
 from services.common.http import InternalClient, RemoteError
 from services.common.migrate import upgrade
+from services.common.ports import free_port, free_ports
 from services.ledger.contract import REPLICA_FILL
+
+# The ledger accepts holds from matchmaking and settlements from the engine only: the bench
+# calls as the service whose step it drives.
+BENCH_CALLER = {"hold": "matchmaking", "settle": "engine"}
 
 SECONDS = float(os.environ.get("BENCH_LEDGER_SECONDS", "3"))
 WARMUP_SECONDS = float(os.environ.get("BENCH_LEDGER_WARMUP_SECONDS", "0.5"))
@@ -69,11 +75,11 @@ HOLD_SQL = (
 
 def _every_one_posted(batch_call: str) -> str:
     """A `post_batch` call that fails (division by zero) unless every operation posted: a
-    refusal comes back as an answer, and refusals are no ceiling (nor are exhausted matches)."""
+    refusal comes back as a row, and refusals are no ceiling (nor are exhausted matches)."""
     return (
-        "SELECT 1 / (count(*) FILTER (WHERE r LIKE '!%') = 0)::int FROM unnest(("
+        "SELECT 1 / (count(*) FILTER (WHERE (b).refusal_sqlstate IS NOT NULL) = 0)::int FROM ("
         + batch_call
-        + ")) r;\n"
+        + ") r(b);\n"
     )
 
 
@@ -103,14 +109,6 @@ SETTLE_SQL = (
     "ARRAY['bp' || (m % 64)], ARRAY[1], 1000) "
     "FROM (SELECT nextval('bench.next_match') AS m) s;\n"
 )
-
-
-def _die_with_parent() -> None:
-    """In the service's child process: SIGTERM it if the benchmark process dies."""
-    import ctypes
-    import signal
-
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def server_app() -> Any:
@@ -171,6 +169,10 @@ async def _setup(url: str) -> None:
         await conn.execute("CREATE SEQUENCE IF NOT EXISTS bench.next_match")
         await conn.execute("GRANT USAGE ON SCHEMA bench TO mesa_app")
         await conn.execute("GRANT USAGE, SELECT, UPDATE ON SEQUENCE bench.next_match TO mesa_app")
+        await conn.execute(
+            "SELECT ledger.open_wallet('bp' || n, 'USD') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
         await conn.execute(
             "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'bp' || n, 1000000000000, 'USD', "
             "'bench') FROM generate_series(0, $1 - 1) n",
@@ -268,7 +270,7 @@ async def _http_run(
     counter: list[int],
     client: str,
 ) -> dict[str, Any]:
-    auth = header_value(secret, "bench", ttl_s=600)
+    auth = header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600)
     latencies: list[float] = []
     errors: list[str] = []
     encode = msgspec.json.encode
@@ -283,7 +285,7 @@ async def _http_run(
                     internal_secret=secret,
                     ledger_url=",".join(unix_socket_url(Path(s)) for s in replicas.sockets),
                 ),
-                "bench",
+                BENCH_CALLER[kind],
                 timeout_s=30,
             )
             if client == "internal"
@@ -423,7 +425,7 @@ def loadgen(
         args += ["--unix", path]
     args += [
         "--fill", str(REPLICA_FILL), "--kind", kind, "--clients", str(clients),
-        "--seconds", str(seconds), "--auth", header_value(secret, "bench", ttl_s=600),
+        "--seconds", str(seconds), "--auth", header_value(secret, BENCH_CALLER[kind], "ledger", ttl_s=600),
     ]  # fmt: skip
     if kind == "settle":
         args += ["--first-match", str(counter[0] + 1), "--last-match", str(MATCHES)]
@@ -458,7 +460,7 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
         f.write(script)
         path = f.name
     os.chmod(path, 0o644)
-    env = {**os.environ, "PGOPTIONS": "-c role=mesa_app"}
+    env = {**server.client_env(), "PGOPTIONS": "-c role=mesa_app"}
     cmd = [
         str(bin_dir() / "pgbench"),
         "-h", server.host, "-p", str(server.port), "-U", "postgres",
@@ -484,8 +486,10 @@ def _pgbench(server: EmbeddedPostgres, dbname: str, script: str, clients: int) -
 
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-ledger-"))
+    tmp.chmod(0o711)  # ours: passable by the server's own user (as root)
     server = EmbeddedPostgres(tmp / "pg", free_port())
     services: list[subprocess.Popen[bytes]] = []
+    reaper = Reaper()
     try:
         server.start()
         server.create_database("bench")
@@ -520,9 +524,11 @@ def main() -> dict[str, Any]:
                     ],
                     env=env,
                     cwd=str(Path(__file__).resolve().parents[1]),
-                    preexec_fn=_die_with_parent,  # the service must not outlive the bench
+                    start_new_session=True,
                 )  # fmt: skip
             )
+            # the service must not outlive the bench, even a killed one
+            reaper.guard(services[-1].pid, group=True)
         for base in replicas.bases:
             wait_healthy(base)
 
@@ -629,6 +635,7 @@ def main() -> dict[str, Any]:
             except subprocess.TimeoutExpired:
                 service.kill()
         server.stop()
+        reaper.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -44,10 +44,11 @@ from litestar import Litestar, get, post
 from litestar.params import JSONBody
 
 from bench.common import SERVICE_HTTP_PROTOCOL, percentile, wait_healthy, write_result
+from launcher.embedded_pg import EmbeddedPostgres
 from services.common.config import load_settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
 from services.common.http import InternalClient, RemoteError, ServiceUnavailable
 from services.common.migrate import upgrade
+from services.common.ports import free_port, free_ports
 from services.engine.contract import CreateMatch, MatchCreated
 from services.ledger.contract import EntryResult, HoldRequest
 from services.matchmaking.contract import JoinResult, QuickJoin, Tier
@@ -109,6 +110,10 @@ async def _fund(url: str) -> None:
     conn = await asyncpg.connect(url)
     try:
         await conn.execute(
+            "SELECT ledger.open_wallet('mp' || n, 'USD') FROM generate_series(0, $1 - 1) n",
+            PLAYERS,
+        )
+        await conn.execute(
             "SELECT ledger.deposit('fund-' || n, '\\x00'::bytea, 'mp' || n, 100000000, 'USD', "
             "'bench') FROM generate_series(0, $1 - 1) n",
             PLAYERS,
@@ -118,9 +123,9 @@ async def _fund(url: str) -> None:
         await conn.close()
 
 
-def _client(base: str, secret: bytes, caller: str) -> InternalClient:
+def _client(base: str, secret: bytes, caller: str, audience: str) -> InternalClient:
     settings = load_settings({"MESA_INTERNAL_SECRET": secret.hex(), "MESA_VAR_DIR": "var"})
-    return InternalClient(base, settings, caller, max_connections=CLIENTS)
+    return InternalClient(base, settings, caller, audience=audience, max_connections=CLIENTS)
 
 
 async def _drive(
@@ -163,7 +168,7 @@ def _summary(elapsed: float, latencies: list[float], errors: list[str]) -> dict[
 
 async def _baseline(ledger_base: str, secret: bytes) -> dict[str, Any]:
     """Ledger holds placed directly by the same clients: one per paid seat, nothing else."""
-    ledger = _client(ledger_base, secret, "matchmaking")
+    ledger = _client(ledger_base, secret, "matchmaking", "ledger")
     # Players from the top of the funded range, so the joins that follow start fresh.
     next_player = [PLAYERS - 1]
 
@@ -192,7 +197,7 @@ async def _baseline(ledger_base: str, secret: bytes) -> dict[str, Any]:
 
 
 async def _run(base: str, secret: bytes) -> dict[str, Any]:
-    mm = _client(base, secret, "gateway")
+    mm = _client(base, secret, "gateway", "matchmaking")
     next_player = [0]
 
     async def join(n: int, i: int) -> None:
@@ -379,6 +384,7 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 
 def main() -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mesa-bench-mm-"))
+    tmp.chmod(0o711)  # ours: passable by the server's own user (as root)
     server = EmbeddedPostgres(tmp / "pg", free_port())
     procs: list[subprocess.Popen[bytes]] = []
     try:

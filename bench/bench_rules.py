@@ -25,7 +25,7 @@ from services.engine import rules as R
 
 SECONDS = 1.5
 # The rules core must stay at least this many times as fast as `dominoes` on the same job
-# (docs/rules.md, Performance): what decides whether a speed-up's extra code path is kept.
+# (docs/reference/rules.md, Performance): what decides whether a speed-up's extra code path is kept.
 GUARDRAIL_SPEEDUP = 2.0
 # CPU time of this (single-threaded) process: "on one core", and other processes on a shared
 # machine do not count against either side of the comparison.

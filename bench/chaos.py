@@ -56,7 +56,7 @@ from bench.sim import (
     wait_settled,
 )
 from services.common.db import asyncpg_dsn
-from services.common.embedded_pg import free_port
+from services.common.ports import free_port
 from services.engine.store import lock_held_sql
 
 DEFAULT_VICTIMS = ("engine", "matchmaking", "ledger", "gateway", "postgres")
@@ -297,6 +297,7 @@ def kills_ok(kills: list[dict[str, Any]]) -> bool:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-chaos-"))
+    var_dir.chmod(0o711)  # ours: passable by the server's own user (as root)
     redis: RedisProcess | None = None
     extra_env: dict[str, str] = {}
     if args.redis:

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-# The services' own HTTP protocol (`mesa serve` runs it): benchmarks started with the uvicorn
-# command line pass it as `--http`, so they measure what is deployed.
-SERVICE_HTTP_PROTOCOL = "services.common.serve:HttpProtocol"
+# uvicorn's HTTP protocol as `mesa serve` runs it: benchmarks started with the uvicorn command
+# line pass it as `--http`, so they measure what is deployed.
+SERVICE_HTTP_PROTOCOL = "httptools"
 
 
 def write_result(name: str, data: dict[str, Any]) -> Path:

@@ -311,6 +311,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if any(s < 1 or s > 5000 for s in sizes):
         raise SimError("table counts must be within 1..5000")
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-load-"))
+    var_dir.chmod(0o711)  # ours: passable by the server's own user (as root)
     platform = Platform(var_dir, engines=args.engines, gateways=args.gateways)
     started = time.monotonic()
     platform.start()

@@ -6,7 +6,7 @@
   account code (the public sign-in is rate limited per address, by design), deposits through
   the public finance route as a finance user.
 - `GatewayClient` and `call`: the players' public HTTP calls (keep-alive HTTP/1.1 on
-  `services.common.http1.Http1Pool`), retried on transport errors, 429 and 5xx until a deadline.
+  `bench.http1.Http1Pool`), retried on transport errors, 429 and 5xx until a deadline.
 - `TableDriver`: two players at a private paid 1v1 table, each on its own WebSocket
   (`/api/matches/{id}/ws`, through `bench/wsclient.py`), acting from their seat's snapshot at a
   set pace; actions carry the seq they were made against, so a retry never plays twice (409
@@ -46,10 +46,10 @@ import msgspec
 import psutil
 
 from bench import wsclient
+from bench.http1 import Http1Pool, TransportError, request_target
 from bench.wsclient import WebSocket, WsError
 from services.common.config import Settings, load_settings
-from services.common.embedded_pg import free_port, free_ports, port_is_free
-from services.common.http1 import Http1Pool, TransportError, request_target
+from services.common.ports import free_port, free_ports, port_is_free
 
 READY_LINE = "ready; Ctrl-C stops everything"
 KIND = "apuesta-1v1"
@@ -134,7 +134,8 @@ class Platform:
 
     @property
     def database_url(self) -> str:
-        return self.settings.database_url
+        """The superuser's (the checks read every schema); services log in as mesa_app."""
+        return self.settings.migration_database_url
 
     @property
     def gateway_urls(self) -> list[str]:
@@ -473,7 +474,7 @@ class HttpResponse:
 class GatewayClient:
     """Keep-alive HTTP/1.1 to one gateway for the simulated players' public calls.
 
-    On `services.common.http1.Http1Pool` (requests written here in one piece, answers parsed by
+    On `bench.http1.Http1Pool` (requests written here in one piece, answers parsed by
     httptools): httpx cost the load generator a large share of its CPU for the lobby calls of
     every match, and that CPU is taken from the platform it measures. At most `max_connections`
     sockets; one `timeout_s` bounds each request (pool wait included).

@@ -1,6 +1,6 @@
-"""The transparency log in PostgreSQL (schema `fairness`), async over SQLAlchemy 2 Core.
+"""The transparency log in PostgreSQL (schema `fairness`), over the engine's asyncpg pool.
 
-An append is one call of the PL/pgSQL function `fairness.append_leaves` (migration 0002): it
+An append is one call of the PL/pgSQL function `fairness.append_leaves` (`fairness/sql/append_leaves.sql`): it
 locks the single head row (`SELECT ... FOR UPDATE`), which keeps the compact range (frontier),
 checks every result/void against its deal's commitment, hashes and inserts the leaves, stores
 every perfect subtree they complete in `fairness.nodes` and moves the head, so the global lock
@@ -12,8 +12,6 @@ forward); triggers refuse UPDATE, DELETE and TRUNCATE on them for everyone.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,8 +19,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from fairness.commitments import (
     DEFAULT_ORIGIN,
@@ -73,6 +69,10 @@ class LogError(Exception):
     """A record the log refuses (bad signature, unknown deal, second closing record, ...)."""
 
 
+class DuplicateRecord(LogError):
+    """The deal already has such a record (its commitment or its closing record)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Appended:
     index: int
@@ -114,17 +114,13 @@ class DealProof:
 
 
 class LogStore:
-    def __init__(self, engine: AsyncEngine, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
-        self.engine = engine
+    def __init__(self, pool: asyncpg.Pool, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
+        self.pool = pool
         self.key = key
         self.origin = origin
         # keys trusted for signatures: the operator's own, plus those read from fairness.keys
         # (re-read when a record names an unknown key id)
         self._keys: dict[str, bytes] = {key.key_id: key.public_raw}
-        self._append_conn: AsyncConnection | None = None
-        self._append_driver: Any = None
-        self._append_lock: asyncio.Lock | None = None
-        self._append_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ keys
 
@@ -132,14 +128,12 @@ class LogStore:
         """Publish the operator's current public key (idempotent). True when verifiers will
         trust it: it is the log's first key, or a key_rotation in the log announced it. An
         unannounced key is stored but never trusted (docs/fairness.md 4.6)."""
-        async with self.engine.begin() as conn:
-            await conn.execute(
-                text(
-                    "INSERT INTO fairness.keys (key_id, public_key) VALUES (:kid, :pub) "
-                    "ON CONFLICT (key_id) DO NOTHING"
-                ),
-                {"kid": self.key.key_id, "pub": self.key.public_raw},
-            )
+        await self.pool.execute(
+            "INSERT INTO fairness.keys (key_id, public_key) VALUES ($1, $2) "
+            "ON CONFLICT (key_id) DO NOTHING",
+            self.key.key_id,
+            self.key.public_raw,
+        )
         first, rotations = await self.key_chain()
         try:
             chain = key_chain([first], [SignedRecord(**r) for r in rotations])
@@ -149,34 +143,31 @@ class LogStore:
 
     async def key_chain(self) -> tuple[bytes, list[dict[str, Any]]]:
         """The log's first key (pinned by auditors) and its key_rotation records, in order."""
-        async with self.engine.connect() as conn:
-            first = (
-                await conn.execute(
-                    text("SELECT public_key FROM fairness.keys ORDER BY created_at, key_id LIMIT 1")
-                )
-            ).scalar_one()
-            rows = await conn.execute(
-                text(
-                    "SELECT leaf_data FROM fairness.leaves WHERE type = 'key_rotation'"
-                    " ORDER BY idx LIMIT :n"
-                ),
-                {"n": MAX_ROTATIONS},
+        async with self.pool.acquire() as conn:
+            first = await conn.fetchval(
+                "SELECT public_key FROM fairness.keys ORDER BY created_at, key_id LIMIT 1"
             )
-            return bytes(first), [dict(json.loads(bytes(r.leaf_data))) for r in rows]
+            if first is None:
+                raise LogError("the log has no key")
+            rows = await conn.fetch(
+                "SELECT leaf_data FROM fairness.leaves WHERE type = 'key_rotation'"
+                " ORDER BY idx LIMIT $1",
+                MAX_ROTATIONS,
+            )
+        return bytes(first), [dict(json.loads(bytes(r["leaf_data"]))) for r in rows]
 
     async def public_keys(self) -> list[dict[str, Any]]:
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text("SELECT key_id, public_key, created_at FROM fairness.keys ORDER BY created_at")
-            )
-            return [
-                {
-                    "key_id": r.key_id,
-                    "public_key": bytes(r.public_key).hex(),
-                    "created_at": r.created_at,
-                }
-                for r in rows
-            ]
+        rows = await self.pool.fetch(
+            "SELECT key_id, public_key, created_at FROM fairness.keys ORDER BY created_at"
+        )
+        return [
+            {
+                "key_id": r["key_id"],
+                "public_key": bytes(r["public_key"]).hex(),
+                "created_at": r["created_at"],
+            }
+            for r in rows
+        ]
 
     # ------------------------------------------------------------------ append
 
@@ -215,7 +206,7 @@ class LogStore:
         try:
             rows = await self._call_append(args)
         except asyncpg.UniqueViolationError as exc:
-            raise LogError(f"refused: the deal already has such a record ({exc})") from exc
+            raise DuplicateRecord(f"refused: the deal already has such a record ({exc})") from exc
         except asyncpg.PostgresError as exc:
             refusal = self._refusal(exc, prepared)
             if refusal is None:
@@ -275,121 +266,69 @@ class LogStore:
         return LogError(f"refused {kind}: commitment differs from the logged one")
 
     async def _call_append(self, args: tuple[list[Any], ...]) -> list[Any]:
-        """Run `fairness.append_leaves` on the store's own connection: checked out once and
-        kept, in autocommit, so an append is exactly one round trip (a pool checkout would
-        add the pre-ping's BEGIN / ; / ROLLBACK)."""
-        loop = asyncio.get_running_loop()
-        if self._append_lock is None or self._append_loop is not loop:
-            await self._drop_append_conn()
-            self._append_lock = asyncio.Lock()
-            self._append_loop = loop
-        async with self._append_lock:
-            if self._append_conn is None:
-                conn = await self.engine.connect()
-                try:
-                    await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    raw = await conn.get_raw_connection()
-                except BaseException:
-                    await conn.close()
-                    raise
-                self._append_conn = conn
-                self._append_driver = raw.driver_connection
-            driver = self._append_driver
-            if driver is None:
-                raise LogError("transparency log connection is not open")
-            try:
-                return list(await driver.fetch(APPEND_SQL, *args, timeout=APPEND_TIMEOUT_S))
-            except asyncpg.PostgresError:
-                raise  # the statement failed; the connection is fine (autocommit)
-            except BaseException:
-                # connection lost, timeout or cancellation mid-call: do not reuse it
-                await self._drop_append_conn()
-                raise
-
-    async def _drop_append_conn(self) -> None:
-        conn, self._append_conn, self._append_driver = self._append_conn, None, None
-        if conn is None:
-            return
-        # it may be broken already, or belong to an event loop that has ended
-        with contextlib.suppress(Exception):
-            await conn.invalidate()
-            await conn.close()
+        """Run `fairness.append_leaves`: one autocommit statement on a pooled connection, so
+        an append is exactly one round trip (asyncpg's checkout sends nothing)."""
+        return list(await self.pool.fetch(APPEND_SQL, *args, timeout=APPEND_TIMEOUT_S))
 
     async def aclose(self) -> None:
-        """Return the append connection (call before disposing of the engine)."""
-        await self._drop_append_conn()
+        """Nothing to return: the store holds no connection between calls (the pool's owner
+        closes the pool)."""
 
     async def _known_keys(self) -> dict[str, bytes]:
         keys = {self.key.key_id: self.key.public_raw}
-        async with self.engine.connect() as conn:
-            for r in await conn.execute(text("SELECT key_id, public_key FROM fairness.keys")):
-                keys[r.key_id] = bytes(r.public_key)
+        for r in await self.pool.fetch("SELECT key_id, public_key FROM fairness.keys"):
+            keys[r["key_id"]] = bytes(r["public_key"])
         return keys
 
     # ------------------------------------------------------------------ reads
 
     async def head(self) -> tuple[int, bytes]:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
-                )
-            ).one()
-            return r.tree_size, bytes(r.root_hash)
+        r = await self.pool.fetchrow("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
+        if r is None:
+            raise LogError("the log has no head row")
+        return r["tree_size"], bytes(r["root_hash"])
 
     async def leaf(self, index: int) -> bytes:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT leaf_data FROM fairness.leaves WHERE idx = :i"), {"i": index}
-                )
-            ).one_or_none()
-        if r is None:
+        data = await self.pool.fetchval(
+            "SELECT leaf_data FROM fairness.leaves WHERE idx = $1", index
+        )
+        if data is None:
             raise LogError(f"no leaf {index}")
-        return bytes(r.leaf_data)
+        return bytes(data)
 
     async def leaves(self, start: int, end: int) -> list[tuple[int, str, bytes]]:
         """(index, type, leaf data) for start <= index < end (auditors mirror the log)."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT idx, type, leaf_data FROM fairness.leaves"
-                    " WHERE idx >= :a AND idx < :b ORDER BY idx"
-                ),
-                {"a": start, "b": end},
-            )
-            return [(r.idx, r.type, bytes(r.leaf_data)) for r in rows]
+        rows = await self.pool.fetch(
+            "SELECT idx, type, leaf_data FROM fairness.leaves"
+            " WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+            start,
+            end,
+        )
+        return [(r["idx"], r["type"], bytes(r["leaf_data"])) for r in rows]
 
     async def commitment_index(self, deal_id: str) -> int:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text(
-                        "SELECT idx FROM fairness.leaves WHERE type = 'commitment' AND deal_id = :d"
-                    ),
-                    {"d": deal_id},
-                )
-            ).one_or_none()
-        if r is None:
+        idx = await self.pool.fetchval(
+            "SELECT idx FROM fairness.leaves WHERE type = 'commitment' AND deal_id = $1", deal_id
+        )
+        if idx is None:
             raise LogError(f"no commitment for deal {deal_id!r}")
-        return int(r.idx)
+        return int(idx)
 
     async def _range_hashes(
-        self, conn: AsyncConnection, ranges: list[tuple[int, int]]
+        self, conn: asyncpg.Connection, ranges: list[tuple[int, int]]
     ) -> list[bytes]:
         wanted = [perfect_nodes(a, b) for a, b in ranges]
         flat = sorted({n for group in wanted for n in group})
         if not flat:
             return []
-        rows = await conn.execute(
-            text(
-                "SELECT n.level, n.idx, n.hash FROM fairness.nodes n"
-                " JOIN unnest(CAST(:levels AS smallint[]), CAST(:idxs AS bigint[])) AS q(level, idx)"
-                " ON n.level = q.level AND n.idx = q.idx"
-            ),
-            {"levels": [lvl for lvl, _ in flat], "idxs": [i for _, i in flat]},
+        rows = await conn.fetch(
+            "SELECT n.level, n.idx, n.hash FROM fairness.nodes n"
+            " JOIN unnest(CAST($1 AS smallint[]), CAST($2 AS bigint[])) AS q(level, idx)"
+            " ON n.level = q.level AND n.idx = q.idx",
+            [lvl for lvl, _ in flat],
+            [i for _, i in flat],
         )
-        found = {(r.level, r.idx): bytes(r.hash) for r in rows}
+        found = {(r["level"], r["idx"]): bytes(r["hash"]) for r in rows}
         missing = [n for n in flat if n not in found]
         if missing:
             raise LogError(f"log nodes missing: {missing[:3]}")
@@ -399,7 +338,7 @@ class LogStore:
         self, index: int, tree_size: int | None = None
     ) -> tuple[int, list[bytes]]:
         """(tree_size, audit path) for leaf `index`; default size is the current head."""
-        async with self.engine.connect() as conn:
+        async with self.pool.acquire() as conn:
             current = await self._size(conn)
             size = current if tree_size is None else tree_size
             if not 0 <= index < size <= current:
@@ -407,7 +346,7 @@ class LogStore:
             return size, await self._range_hashes(conn, inclusion_ranges(index, size))
 
     async def consistency_proof(self, old_size: int, new_size: int | None = None) -> list[bytes]:
-        async with self.engine.connect() as conn:
+        async with self.pool.acquire() as conn:
             current = await self._size(conn)
             size = current if new_size is None else new_size
             if not 0 <= old_size <= size <= current:
@@ -415,37 +354,27 @@ class LogStore:
             return await self._range_hashes(conn, consistency_ranges(old_size, size))
 
     @staticmethod
-    async def _size(conn: AsyncConnection) -> int:
-        return int(
-            (
-                await conn.execute(text("SELECT tree_size FROM fairness.head WHERE id = 1"))
-            ).scalar_one()
-        )
+    async def _size(conn: asyncpg.Connection) -> int:
+        size = await conn.fetchval("SELECT tree_size FROM fairness.head WHERE id = 1")
+        if size is None:
+            raise LogError("the log has no head row")
+        return int(size)
 
     # ------------------------------------------------------------------ checkpoints
 
     async def latest_checkpoint(self) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT envelope FROM fairness.checkpoints ORDER BY id DESC LIMIT 1")
-                )
-            ).one_or_none()
-        return None if r is None else dict(json.loads(bytes(r.envelope)))
+        envelope = await self.pool.fetchval(
+            "SELECT envelope FROM fairness.checkpoints ORDER BY id DESC LIMIT 1"
+        )
+        return None if envelope is None else dict(json.loads(bytes(envelope)))
 
     async def checkpoint_at_least(self, tree_size: int) -> dict[str, Any] | None:
         """The earliest stored checkpoint covering `tree_size` leaves (for stable proofs)."""
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text(
-                        "SELECT envelope FROM fairness.checkpoints WHERE tree_size >= :n"
-                        " ORDER BY id LIMIT 1"
-                    ),
-                    {"n": tree_size},
-                )
-            ).one_or_none()
-        return None if r is None else dict(json.loads(bytes(r.envelope)))
+        envelope = await self.pool.fetchval(
+            "SELECT envelope FROM fairness.checkpoints WHERE tree_size >= $1 ORDER BY id LIMIT 1",
+            tree_size,
+        )
+        return None if envelope is None else dict(json.loads(bytes(envelope)))
 
     async def checkpoint_if_due(
         self,
@@ -457,52 +386,43 @@ class LogStore:
         `min_interval_s` old (or `force`). Call it every few seconds; replicas may race, an
         advisory lock makes one of them sign. Returns the new signed checkpoint or None."""
         now = now or datetime.now(UTC)
-        async with self.engine.begin() as conn:
-            await conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CHECKPOINT_LOCK})
-            head = (
-                await conn.execute(
-                    text("SELECT tree_size, root_hash FROM fairness.head WHERE id = 1")
-                )
-            ).one()
-            last = (
-                await conn.execute(
-                    text(
-                        "SELECT tree_size, signed_at FROM fairness.checkpoints"
-                        " ORDER BY id DESC LIMIT 1"
-                    )
-                )
-            ).one_or_none()
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", CHECKPOINT_LOCK)
+            head = await conn.fetchrow(
+                "SELECT tree_size, root_hash FROM fairness.head WHERE id = 1"
+            )
+            if head is None:
+                raise LogError("the log has no head row")
+            last = await conn.fetchrow(
+                "SELECT tree_size, signed_at FROM fairness.checkpoints ORDER BY id DESC LIMIT 1"
+            )
             if last is not None:
-                if last.tree_size >= head.tree_size:
+                if last["tree_size"] >= head["tree_size"]:
                     return None
-                if not force and now - last.signed_at < timedelta(seconds=min_interval_s):
+                if not force and now - last["signed_at"] < timedelta(seconds=min_interval_s):
                     return None
             record = checkpoint_record(
                 origin=self.origin,
-                tree_size=head.tree_size,
-                root_hash=bytes(head.root_hash),
+                tree_size=head["tree_size"],
+                root_hash=bytes(head["root_hash"]),
                 time=now,
                 signing_key_id=self.key.key_id,
             )
             envelope = sign_record(self.key.private_key, record)
             note = sign_note(
-                checkpoint_body(self.origin, head.tree_size, bytes(head.root_hash)),
+                checkpoint_body(self.origin, head["tree_size"], bytes(head["root_hash"])),
                 self.origin,
                 self.key.private_key,
             )
             await conn.execute(
-                text(
-                    "INSERT INTO fairness.checkpoints (tree_size, root_hash, key_id, signed_at,"
-                    " envelope, note) VALUES (:n, :r, :k, :t, :e, :note)"
-                ),
-                {
-                    "n": head.tree_size,
-                    "r": bytes(head.root_hash),
-                    "k": self.key.key_id,
-                    "t": now,
-                    "e": canonical_json(envelope),
-                    "note": note,
-                },
+                "INSERT INTO fairness.checkpoints (tree_size, root_hash, key_id, signed_at,"
+                " envelope, note) VALUES ($1, $2, $3, $4, $5, $6)",
+                head["tree_size"],
+                bytes(head["root_hash"]),
+                self.key.key_id,
+                now,
+                canonical_json(envelope),
+                note,
             )
             return envelope
 
@@ -518,68 +438,63 @@ class LogStore:
         """Signed-note checkpoints in signing order (ids after `after_id`), or only the latest
         one, each with its cosignature lines."""
         limit = max(1, min(limit, MAX_CHECKPOINTS_PAGE))
-        order = "DESC" if latest else "ASC"
-        async with self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT id, tree_size, note FROM fairness.checkpoints"
-                        " WHERE note IS NOT NULL AND id > :after"
-                        f" ORDER BY id {order} LIMIT :limit"
-                    ),
-                    {"after": after_id, "limit": 1 if latest else limit},
+        async with self.pool.acquire() as conn:
+            if latest:
+                rows = await conn.fetch(
+                    "SELECT id, tree_size, note FROM fairness.checkpoints"
+                    " WHERE note IS NOT NULL AND id > $1 ORDER BY id DESC LIMIT 1",
+                    after_id,
                 )
-            ).all()
-            ids = [int(r.id) for r in rows]
+            else:
+                rows = await conn.fetch(
+                    "SELECT id, tree_size, note FROM fairness.checkpoints"
+                    " WHERE note IS NOT NULL AND id > $1 ORDER BY id LIMIT $2",
+                    after_id,
+                    limit,
+                )
+            ids = [int(r["id"]) for r in rows]
             cosigs: dict[int, list[str]] = {i: [] for i in ids}
             if ids:
-                for c in await conn.execute(
-                    text(
-                        "SELECT checkpoint_id, line FROM fairness.cosignatures"
-                        " WHERE checkpoint_id = ANY(:ids) ORDER BY created_at, witness"
-                    ),
-                    {"ids": ids},
+                for c in await conn.fetch(
+                    "SELECT checkpoint_id, line FROM fairness.cosignatures"
+                    " WHERE checkpoint_id = ANY($1::bigint[]) ORDER BY created_at, witness",
+                    ids,
                 ):
-                    cosigs[int(c.checkpoint_id)].append(str(c.line))
+                    cosigs[int(c["checkpoint_id"])].append(str(c["line"]))
         return [
-            StoredCheckpoint(int(r.id), int(r.tree_size), str(r.note), tuple(cosigs[int(r.id)]))
+            StoredCheckpoint(
+                int(r["id"]), int(r["tree_size"]), str(r["note"]), tuple(cosigs[int(r["id"])])
+            )
             for r in rows
         ]
 
     async def checkpoint_note_for(self, tree_size: int) -> StoredCheckpoint | None:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text(
-                        "SELECT id FROM fairness.checkpoints WHERE note IS NOT NULL"
-                        " AND tree_size = :n ORDER BY id DESC LIMIT 1"
-                    ),
-                    {"n": tree_size},
-                )
-            ).one_or_none()
-        if r is None:
+        found_id = await self.pool.fetchval(
+            "SELECT id FROM fairness.checkpoints WHERE note IS NOT NULL"
+            " AND tree_size = $1 ORDER BY id DESC LIMIT 1",
+            tree_size,
+        )
+        if found_id is None:
             return None
-        found = await self.checkpoint_notes(after_id=int(r.id) - 1, limit=1)
+        found = await self.checkpoint_notes(after_id=int(found_id) - 1, limit=1)
         return found[0] if found else None
 
     async def add_cosignature(self, checkpoint_id: int, witness: str, line: str) -> bool:
         """Keep a witness's (already verified) cosignature line; False when the checkpoint
         has as many witnesses as allowed. A second line by the same witness is ignored."""
-        async with self.engine.begin() as conn:
-            count = (
-                await conn.execute(
-                    text("SELECT count(*) FROM fairness.cosignatures WHERE checkpoint_id = :c"),
-                    {"c": checkpoint_id},
-                )
-            ).scalar_one()
+        async with self.pool.acquire() as conn, conn.transaction():
+            count = await conn.fetchval(
+                "SELECT count(*) FROM fairness.cosignatures WHERE checkpoint_id = $1",
+                checkpoint_id,
+            )
             if count >= MAX_COSIGNATURES:
                 return False
             await conn.execute(
-                text(
-                    "INSERT INTO fairness.cosignatures (checkpoint_id, witness, line)"
-                    " VALUES (:c, :w, :l) ON CONFLICT DO NOTHING"
-                ),
-                {"c": checkpoint_id, "w": witness, "l": line},
+                "INSERT INTO fairness.cosignatures (checkpoint_id, witness, line)"
+                " VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                checkpoint_id,
+                witness,
+                line,
             )
         return True
 
@@ -590,57 +505,43 @@ class LogStore:
         if ref.width > TILE_WIDTH or tile_width(size, ref.level, ref.index) < ref.width:
             return None
         first = ref.index * TILE_WIDTH
-        async with self.engine.connect() as conn:
-            if ref.level is None:
-                rows = (
-                    await conn.execute(
-                        text(
-                            "SELECT leaf_data FROM fairness.leaves"
-                            " WHERE idx >= :a AND idx < :b ORDER BY idx"
-                        ),
-                        {"a": first, "b": first + ref.width},
-                    )
-                ).all()
-                if len(rows) != ref.width:
-                    return None
-                try:
-                    return entry_bundle([bytes(r.leaf_data) for r in rows])
-                except NoteError as exc:
-                    raise LogError(str(exc)) from exc
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT hash FROM fairness.nodes WHERE level = :l"
-                        " AND idx >= :a AND idx < :b ORDER BY idx"
-                    ),
-                    {"l": ref.level * TILE_HEIGHT, "a": first, "b": first + ref.width},
-                )
-            ).all()
+        if ref.level is None:
+            rows = await self.pool.fetch(
+                "SELECT leaf_data FROM fairness.leaves WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+                first,
+                first + ref.width,
+            )
+            if len(rows) != ref.width:
+                return None
+            try:
+                return entry_bundle([bytes(r["leaf_data"]) for r in rows])
+            except NoteError as exc:
+                raise LogError(str(exc)) from exc
+        rows = await self.pool.fetch(
+            "SELECT hash FROM fairness.nodes WHERE level = $1 AND idx >= $2 AND idx < $3"
+            " ORDER BY idx",
+            ref.level * TILE_HEIGHT,
+            first,
+            first + ref.width,
+        )
         if len(rows) != ref.width:
             return None
-        return b"".join(bytes(r.hash) for r in rows)
+        return b"".join(bytes(r["hash"]) for r in rows)
 
     async def checkpointed_size(self) -> int:
         """Tree size of the newest signed-note checkpoint (0 without one): tiles are served
         up to it, so every tile a client fetches is covered by a checkpoint it can get."""
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT max(tree_size) FROM fairness.checkpoints WHERE note IS NOT NULL")
-                )
-            ).scalar_one_or_none()
-        return int(r or 0)
+        size = await self.pool.fetchval(
+            "SELECT max(tree_size) FROM fairness.checkpoints WHERE note IS NOT NULL"
+        )
+        return int(size or 0)
 
     async def record_index(self, deal_id: str, kind: str) -> int | None:
         """Index of the deal's record of `kind` (commitment, seed_commitments, result, void)."""
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    text("SELECT idx FROM fairness.leaves WHERE type = :t AND deal_id = :d"),
-                    {"t": kind, "d": deal_id},
-                )
-            ).one_or_none()
-        return None if r is None else int(r.idx)
+        idx = await self.pool.fetchval(
+            "SELECT idx FROM fairness.leaves WHERE type = $1 AND deal_id = $2", kind, deal_id
+        )
+        return None if idx is None else int(idx)
 
     async def covering_checkpoint(self, index: int) -> dict[str, Any]:
         """The latest checkpoint, signing one now if it does not cover leaf `index` yet."""
@@ -671,35 +572,28 @@ class LogStore:
 
     async def void_counts(self, days: int = 366) -> list[tuple[str, str, int]]:
         """(UTC day, cause, voided deals) for the last `days` days, newest first."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,"
-                    " convert_from(leaf_data, 'UTF8')::jsonb -> 'record' ->> 'reason' AS cause,"
-                    " count(*) AS n FROM fairness.leaves"
-                    " WHERE type = 'void' AND created_at >= now() - make_interval(days => :d)"
-                    " GROUP BY 1, 2 ORDER BY 1 DESC, 2"
-                ),
-                {"d": max(1, min(days, 3660))},
-            )
-            return [(str(r.day), str(r.cause), int(r.n)) for r in rows]
+        rows = await self.pool.fetch(
+            "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,"
+            " convert_from(leaf_data, 'UTF8')::jsonb -> 'record' ->> 'reason' AS cause,"
+            " count(*) AS n FROM fairness.leaves"
+            " WHERE type = 'void' AND created_at >= now() - make_interval(days => $1)"
+            " GROUP BY 1, 2 ORDER BY 1 DESC, 2",
+            max(1, min(days, 3660)),
+        )
+        return [(str(r["day"]), str(r["cause"]), int(r["n"])) for r in rows]
 
     async def orphans(self, older_than: datetime | None = None) -> list[Orphan]:
         """Commitments not followed by exactly one result or void record (optionally only
         those committed before `older_than`, to skip hands still in play)."""
-        async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text(
-                    "SELECT c.deal_id, c.idx, c.created_at, count(r.idx) AS closing"
-                    " FROM fairness.leaves c"
-                    " LEFT JOIN fairness.leaves r ON r.deal_id = c.deal_id"
-                    "   AND r.type IN ('result', 'void') AND r.idx > c.idx"
-                    " WHERE c.type = 'commitment'"
-                    "   AND (CAST(:cutoff AS timestamptz) IS NULL"
-                    "        OR c.created_at < CAST(:cutoff AS timestamptz))"
-                    " GROUP BY c.deal_id, c.idx, c.created_at"
-                    " HAVING count(r.idx) <> 1 ORDER BY c.idx"
-                ),
-                {"cutoff": older_than},
-            )
-            return [Orphan(r.deal_id, r.idx, r.created_at, r.closing) for r in rows]
+        rows = await self.pool.fetch(
+            "SELECT c.deal_id, c.idx, c.created_at, count(r.idx) AS closing"
+            " FROM fairness.leaves c"
+            " LEFT JOIN fairness.leaves r ON r.deal_id = c.deal_id"
+            "   AND r.type IN ('result', 'void') AND r.idx > c.idx"
+            " WHERE c.type = 'commitment'"
+            "   AND (CAST($1 AS timestamptz) IS NULL OR c.created_at < CAST($1 AS timestamptz))"
+            " GROUP BY c.deal_id, c.idx, c.created_at"
+            " HAVING count(r.idx) <> 1 ORDER BY c.idx",
+            older_than,
+        )
+        return [Orphan(r["deal_id"], r["idx"], r["created_at"], r["closing"]) for r in rows]

@@ -7,7 +7,7 @@ wait in a queue; as soon as a call slot frees up, everything waiting (up to `max
 in one call. Under light load a request goes alone, at once, through the plain one-operation
 call, so batching never adds latency of its own: nothing waits on a timer.
 
-Each operation stays all or nothing in its own subtransaction (see migration 0005), and its
+Each operation stays all or nothing in its own subtransaction (see ledger/sql/post_batch.sql), and its
 caller is answered only after the shared commit. An operation refused by a rule (insufficient
 funds, a closed pot, ...) gets its refusal; one that hit a transient conflict (a deadlock, a
 unique-key race with a concurrent request with the same key) is retried alone through
@@ -17,7 +17,7 @@ committed).
 
 Deadlocks: every operation locks its accounts in ascending id order. A batch locks the
 accounts of all its operations up front, in one ascending-id statement, before any operation
-runs (migration 0005), so it keeps the one global order too. What remains is a wait on a
+runs (ledger/sql/post_batch.sql), so it keeps the one global order too. What remains is a wait on a
 unique key (two batches inserting the same idempotency key or reservation at once, i.e. a
 client retrying while its first request is still in flight); PostgreSQL detects such a cycle
 and the operation is retried alone, so the caller never sees it.
@@ -34,7 +34,7 @@ import msgspec
 from ledger.errors import LedgerUnavailable
 from ledger.ops import _CONNECTION_ERRORS, _OPERATION_CALL, _RETRY_SQLSTATES, Ledger, map_sqlstate
 
-# Must not exceed MAX_BATCH in migration 0005 (the function refuses a longer batch).
+# Must not exceed the limit in ledger/sql/post_batch.sql (the function refuses a longer batch).
 MAX_BATCH = 32
 # Calls in flight at once, at most; see `_start_calls` for when more than one runs.
 MAX_IN_FLIGHT = 4
@@ -43,16 +43,11 @@ MAX_PENDING = 4096
 
 # What `ledger.post_batch` runs: the table's money; cashier work is rare and goes alone.
 BATCHED = frozenset({"hold", "release", "start", "settle", "void"})
-_BATCH_SQL = "SELECT ledger.post_batch($1::text[], $2::text[])"
-
-
-class _Error(msgspec.Struct):
-    sqlstate: str
-    message: str
-    detail: str | None = None
-
-
-_decode_error = msgspec.json.Decoder(_Error).decode
+# One row per operation, in order: its answer, or its refusal (SQLSTATE, code, detail).
+_BATCH_SQL = (
+    "SELECT answer, refusal_sqlstate, refusal, refusal_detail "
+    "FROM ledger.post_batch($1::text[], $2::text[])"
+)
 _encode = msgspec.json.encode
 
 
@@ -181,7 +176,7 @@ class GroupCommit:
         token = _OPERATION_CALL.set(True)
         try:
             async with self.ledger.pool.acquire() as conn:
-                answers: list[str] = await conn.fetchval(
+                answers = await conn.fetch(
                     _BATCH_SQL, [op.operation for op in ops], [op.json_args() for op in ops]
                 )
         except (asyncpg.PostgresError, *_CONNECTION_ERRORS):
@@ -194,18 +189,15 @@ class GroupCommit:
             return
         outcomes: list[str | Exception | None] = []  # None: retried alone, answered there
         retry: list[_Op] = []
-        for op, answer in zip(ops, answers, strict=True):
-            if not answer.startswith("!"):
+        for op, (answer, state, code, detail) in zip(ops, answers, strict=True):
+            if state is None:
                 outcomes.append(answer)
                 continue
-            error = _decode_error(answer[1:])
-            if error.sqlstate in _RETRY_SQLSTATES:
+            if state in _RETRY_SQLSTATES:
                 retry.append(op)
                 outcomes.append(None)
             else:
-                outcomes.append(
-                    map_sqlstate(error.sqlstate, error.message, error.detail or error.message)
-                )
+                outcomes.append(map_sqlstate(state, code, detail or code))
         if retry:
             # rare (a deadlock, a key raced by a concurrent request): alone, within this slot
             await asyncio.gather(*(self._alone(op) for op in retry))

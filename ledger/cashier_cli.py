@@ -1,5 +1,9 @@
-"""`mesa cashier deposit|withdraw PLAYER AMOUNT --reference REF [--key KEY]`
+"""`mesa cashier open PLAYER [--currency USD]`
+`mesa cashier deposit|withdraw PLAYER AMOUNT --reference REF [--key KEY]`
 `mesa cashier reverse ENTRY_ID --reference REF [--key KEY]`
+
+``open`` opens a player's wallet (the gateway does it when a player registers); it is
+idempotent. The ledger takes no deposit for a wallet that was never opened (``unknown_account``).
 
 AMOUNT is dollars (``25``, ``25.00``, ``$25.00``) or cents with a ``c`` suffix (``2500c``);
 it is parsed as text into integer cents, never through a float. The idempotency key
@@ -30,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--key", help="idempotency key (default: derived from the command)")
     p = argparse.ArgumentParser(prog="mesa cashier", description="cashier movements")
     sub = p.add_subparsers(dest="action", required=True)
+    opening = sub.add_parser("open", help="open a player's wallet (idempotent)")
+    opening.add_argument("player")
+    opening.add_argument("--currency", default="USD")
     for action in ("deposit", "withdraw"):
         move = sub.add_parser(action, parents=[common], help=f"{action} for a player")
         move.add_argument("player")
@@ -57,6 +64,8 @@ async def run(argv: list[str], url: str | None = None) -> int:
     except SystemExit as exc:
         return int(exc.code) if isinstance(exc.code, int) else 2
     cents = 0
+    if args.action == "open":
+        return await _open(args, url)
     if args.action != "reverse":
         try:
             cents = parse_amount(args.amount)
@@ -101,6 +110,28 @@ async def run(argv: list[str], url: str | None = None) -> int:
         )
         return 0
     _report(result, args.player, cents, args.currency)
+    return 0
+
+
+async def _open(args: argparse.Namespace, url: str | None) -> int:
+    if url is None:
+        from ledger.cli import database_url
+
+        url = database_url()
+    try:
+        ledger = await Ledger.connect(url, min_size=1, max_size=1, application_name="mesa-cashier")
+    except OSError as exc:
+        print(f"mesa cashier: cannot reach the database ({exc})", file=sys.stderr)
+        return 2
+    try:
+        opened = await ledger.open_wallet(args.player, args.currency)
+    except LedgerError as exc:
+        print(f"mesa cashier: refused: {exc.code}: {exc.detail}", file=sys.stderr)
+        return 1
+    finally:
+        await ledger.close()
+    note = "opened" if opened.opened else "already open; nothing changed"
+    print(f"{opened.account} ({opened.currency}): {note}")
     return 0
 
 

@@ -4,7 +4,7 @@ Posting never waits on the chain. Each poster holds a *shared* advisory lock for
 transaction; the sealer takes the same lock *exclusively* for one instant to learn the
 highest entry id that is final (every transaction that drew an id up to the sequence's
 current value has then committed or rolled back), releases it, and then seals the new
-entries in blocks, outside any lock that posters need: each seal (migration 0009) holds the
+entries in blocks, outside any lock that posters need: each seal (`ledger/sql/seal_next.sql`) holds the
 ids and hashes of its entries, in id order, and the chain hash after its last entry.
 
 Format (``docs/explanation/ledger.md``, "Hash chain"):
@@ -137,7 +137,7 @@ TRY_LOCK_PAUSE_S = 0.002
 async def _horizon(conn: asyncpg.Connection) -> int:
     """The highest entry id whose transaction has certainly finished.
 
-    One call takes the chain lock, reads the sequence and lets go (migration 0007), so posters
+    One call takes the chain lock, reads the sequence and lets go (`ledger/sql/chain_horizon.sql`), so posters
     wait on the sealer for microseconds, not for round trips from the service."""
     for _ in range(TRY_LOCK_ATTEMPTS):
         found = await conn.fetchval("SELECT ledger.chain_horizon(false)")

@@ -74,6 +74,7 @@ SQL = {
     "settle": "SELECT ledger.settle_match($1, $2, $3, $4, $5, $6)::text",
     "void": "SELECT ledger.void_match($1, $2, $3, $4)::text",
     "reverse": "SELECT ledger.reverse_entry($1, $2, $3, $4)::text",
+    "open_wallet": "SELECT ledger.open_wallet($1, $2)::text",
 }
 
 
@@ -103,6 +104,13 @@ def map_sqlstate(state: str, message: str, detail: str) -> LedgerError:
     if state == "22001" or state == "22P02":
         return LedgerError(400, "invalid_request", detail)
     return LedgerError(500, "ledger_error", f"{state}: {message}")
+
+
+class WalletOpened(msgspec.Struct, frozen=True):
+    player: str
+    account: str
+    currency: str
+    opened: bool  # false: it was open already
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +198,17 @@ class Ledger:
         digest = request_hash("deposit", player, amount, currency, reference)
         return (key, digest, player, amount, currency, reference)
 
+    async def open_wallet(self, player: str, currency: str = "USD") -> WalletOpened:
+        """Open wallet:<player> (at sign-up). Idempotent: opening an open wallet changes
+        nothing (`opened` false); 422 `wrong_currency` when it is kept in another currency.
+        Every posting to a wallet never opened is refused with 404 `unknown_account`."""
+        raw = await self.call_raw("open_wallet", player, currency)
+        return msgspec.json.decode(raw, type=WalletOpened)
+
     async def deposit(
         self, key: str, player: str, amount: int, currency: str = "USD", reference: str = ""
     ) -> EntryResult:
-        """Cashier deposit: external:cashier -> wallet:<player> (the wallet is created)."""
+        """Cashier deposit: external:cashier -> wallet:<player> (opened by `open_wallet`)."""
         return await self._call(
             "deposit", *self.deposit_args(key, player, amount, currency, reference)
         )

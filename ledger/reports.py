@@ -92,8 +92,15 @@ async def trial_balance(
     }
 
 
-async def pots(conn: asyncpg.Connection, status: str | None = None) -> list[Row]:
-    """Pots with their state; ``ok`` is false for a closed pot not at zero (or open pot short)."""
+async def pots(
+    conn: asyncpg.Connection,
+    status: str | None = None,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[Row]:
+    """Pots with their state, oldest first; ``ok`` is false for a closed pot not at zero (or an
+    open pot short). A page: the pots started after the pot of match ``after`` (its start and
+    match id), at most ``limit`` of them."""
     rows = await conn.fetch(
         """
         SELECT p.match_id, p.tier, p.variant, p.currency, p.status, p.stake_total, a.balance,
@@ -103,9 +110,14 @@ async def pots(conn: asyncpg.Connection, status: str | None = None) -> list[Row]
                     ELSE a.balance = 0 AND a.closed_at IS NOT NULL END AS ok
         FROM ledger.pots p JOIN ledger.accounts a ON a.id = p.account_id
         WHERE ($1::text IS NULL OR p.status = $1)
+          AND ($2::text IS NULL OR (p.started_at, p.match_id) >
+               (SELECT c.started_at, c.match_id FROM ledger.pots c WHERE c.match_id = $2))
         ORDER BY p.started_at, p.match_id
+        LIMIT $3
         """,
         status,
+        after,
+        limit,
     )
     return clean([dict(r) for r in rows])
 
@@ -136,7 +148,7 @@ async def commission(
           AND ($2::date IS NULL OR (p.closed_at AT TIME ZONE 'UTC')::date <= $2)
         GROUP BY {group + "," if group else ""} p.currency
         ORDER BY {group + "," if group else ""} p.currency
-    """  # the grouping expressions come from the fixed table above
+    """  # noqa: S608 (the grouping expressions come from the fixed table above)
     rows = await conn.fetch(sql, since, until)
     return clean([dict(r) for r in rows])
 
@@ -146,8 +158,15 @@ async def statement(
     player: str,
     since: dt.datetime | None = None,
     until: dt.datetime | None = None,
+    *,
+    after: int = 0,
+    limit: int | None = None,
 ) -> Row | None:
-    """A player's wallet movements with the running balance the ledger recorded."""
+    """A player's wallet movements with the running balance the ledger recorded.
+
+    With `limit`, one page of the lines: those after the wallet version `after`, at most
+    `limit` of them, and `next` the version to continue after (None on the last page). The
+    opening and closing balances are those of the whole period either way."""
     account = await conn.fetchrow(
         "SELECT id, code, currency, balance FROM ledger.accounts WHERE code = $1",
         "wallet:" + player,
@@ -159,24 +178,31 @@ async def statement(
         SELECT p.entry_id, e.created_at, e.kind, e.match_id, e.reference, p.amount,
                p.balance_after AS balance, p.version_after AS version
         FROM ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
-        WHERE p.account_id = $1
+        WHERE p.account_id = $1 AND p.version_after > $4
           AND ($2::timestamptz IS NULL OR e.created_at >= $2)
           AND ($3::timestamptz IS NULL OR e.created_at < $3)
         ORDER BY p.version_after
+        LIMIT $5
         """,
         account["id"],
         since,
         until,
+        after,
+        None if limit is None else limit + 1,
     )
-    lines = clean([dict(r) for r in rows])
-    opening = (lines[0]["balance"] - lines[0]["amount"]) if lines else None
+    more = limit is not None and len(rows) > limit
+    lines = clean([dict(r) for r in (rows[:limit] if more else rows)])
+    first, last = lines[0] if lines else None, lines[-1] if lines else None
+    if limit is not None or after > 0:
+        first, last = await _period_ends(conn, account["id"], since, until)
+    opening = (first["balance"] - first["amount"]) if first else None
     if opening is None:
         at = since or until
         opening = (
             await balance_at(conn, account["code"], at) if at is not None else account["balance"]
         ) or 0
-    closing = lines[-1]["balance"] if lines else opening
-    return {
+    closing = last["balance"] if last else opening
+    report: Row = {
         "player": player,
         "account": account["code"],
         "currency": account["currency"],
@@ -184,6 +210,33 @@ async def statement(
         "closing_balance": closing,
         "lines": lines,
     }
+    if limit is not None:
+        report["next"] = lines[-1]["version"] if more else None
+    return report
+
+
+async def _period_ends(
+    conn: asyncpg.Connection, account_id: int, since: dt.datetime | None, until: dt.datetime | None
+) -> tuple[Row | None, Row | None]:
+    """The first and last posting of an account in the period (each read by the account's
+    version index, not the whole period)."""
+    ends: list[Row | None] = []
+    for order in ("ASC", "DESC"):
+        row = await conn.fetchrow(
+            f"""
+            SELECT p.amount, p.balance_after AS balance
+            FROM ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
+            WHERE p.account_id = $1
+              AND ($2::timestamptz IS NULL OR e.created_at >= $2)
+              AND ($3::timestamptz IS NULL OR e.created_at < $3)
+            ORDER BY p.version_after {order} LIMIT 1
+            """,  # noqa: S608 (the order is one of two fixed words)
+            account_id,
+            since,
+            until,
+        )
+        ends.append(None if row is None else dict(row))
+    return ends[0], ends[1]
 
 
 async def balance_at(conn: asyncpg.Connection, code: str, at: dt.datetime) -> int | None:
@@ -201,24 +254,51 @@ async def balance_at(conn: asyncpg.Connection, code: str, at: dt.datetime) -> in
     return None if row is None else int(row["b"])
 
 
+JOURNAL_COLUMNS = (
+    "entry_id",
+    "created_at",
+    "kind",
+    "idempotency_key",
+    "match_id",
+    "reference",
+    "leg",
+    "account",
+    "amount",
+    "currency",
+    "balance_after",
+    "version_after",
+)
+
+
 async def journal(
-    conn: asyncpg.Connection, since: dt.datetime | None = None, until: dt.datetime | None = None
+    conn: asyncpg.Connection,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    *,
+    after: tuple[int, int] = (0, 0),
+    limit: int | None = None,
 ) -> list[Row]:
-    """The journal, one row per posting, for CSV/JSON export."""
+    """The journal, one row per posting in (entry, leg) order, for CSV/JSON export: those
+    after the posting `after` (entry id, leg), at most `limit` of them (None: all)."""
     rows = await conn.fetch(
         """
         SELECT e.id AS entry_id, e.created_at, e.kind, e.idempotency_key, e.match_id,
                e.reference, p.leg, a.code AS account, p.amount, p.currency, p.balance_after,
                p.version_after
-        FROM ledger.entries e
-        JOIN ledger.postings p ON p.entry_id = e.id
+        FROM ledger.postings p
+        JOIN ledger.entries e ON e.id = p.entry_id
         JOIN ledger.accounts a ON a.id = p.account_id
-        WHERE ($1::timestamptz IS NULL OR e.created_at >= $1)
+        WHERE (p.entry_id, p.leg) > ($3::bigint, $4::smallint)
+          AND ($1::timestamptz IS NULL OR e.created_at >= $1)
           AND ($2::timestamptz IS NULL OR e.created_at < $2)
-        ORDER BY e.id, p.leg
+        ORDER BY p.entry_id, p.leg
+        LIMIT $5
         """,
         since,
         until,
+        after[0],
+        after[1],
+        limit,
     )
     return clean([dict(r) for r in rows])
 

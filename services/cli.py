@@ -7,11 +7,12 @@ Subcommand modules expose `main(argv: list[str]) -> int` and are imported lazily
 from __future__ import annotations
 
 import importlib
+import io
 import os
 import sys
 
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("services.common.up", "run the whole platform on loopback (embedded PostgreSQL)"),
+    "up": ("launcher.up", "run the whole platform on loopback (embedded PostgreSQL)"),
     "migrate": ("services.common.migrate", "apply every service's database migrations"),
     "serve": ("services.common.serve", "run one service process (used by `mesa up`)"),
     "rules": ("services.engine.rules.cli", "list variants, replay a hand"),
@@ -19,6 +20,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "finance": ("ledger.cli", "trial balance, reconciliation, hash-chain check, exports"),
     "cashier": ("ledger.cashier_cli", "deposit, withdraw or reverse a cashier entry"),
 }
+
+# Commands that run until stopped; the others (reports, exports) keep block buffering.
+LONG_RUNNING = frozenset({"up", "serve"})
 
 
 def _usage() -> str:
@@ -37,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"mesa: unknown command {name!r}\n{_usage()}", file=sys.stderr)
         return 2
+    if name in LONG_RUNNING:
+        # Every line reaches a pipe or a log file at once (the URLs and "ready" must not wait
+        # in a buffer until it fills or the process exits).
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(line_buffering=True)
     module = importlib.import_module(SUBCOMMANDS[name][0])
     try:
         result: int = module.main(rest)

@@ -1,6 +1,7 @@
 """Shared fixtures: one PostgreSQL per test session, a fresh database per test module.
 
-`MESA_TEST_DATABASE_URL` (a superuser URL) points the tests at an external server instead of
+The embedded server uses password authentication like `mesa up`'s; its superuser URL (with
+the generated password) is the cluster's base URL. `MESA_TEST_DATABASE_URL` (a superuser URL) points the tests at an external server instead of
 starting the embedded one. Each module gets its own database, so modules never see each
 other's rows and may run their own migrations.
 """
@@ -18,8 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
+from launcher.embedded_pg import EmbeddedPostgres
 from services.common.config import Settings
-from services.common.embedded_pg import EmbeddedPostgres, free_port, free_ports
+from services.common.ports import free_port, free_ports
 from services.common.serve import PORT_VARIABLES
 
 
@@ -60,6 +62,8 @@ def pg_cluster() -> Iterator[PgCluster]:
         yield PgCluster(external, None)
         return
     data_dir = Path(tempfile.mkdtemp(prefix="mesa-test-pg-"))
+    # Ours, just made: the server's own user (when we are root) may pass through, not list.
+    data_dir.chmod(0o711)
     server = EmbeddedPostgres(data_dir / "data", free_port())
     server.start()
     try:

@@ -8,8 +8,8 @@ from typing import Any
 
 import uvicorn
 
-from services.common.embedded_pg import free_port
-from services.common.serve import ServerWithSocket
+from services.common.ports import free_port
+from services.common.serve import bind_service_sockets, serve_on_sockets
 
 START_POLLS = 500  # of 10 ms: uvicorn offers a flag, not an event, for "listening"
 STOP_TIMEOUT_S = 10.0
@@ -18,21 +18,24 @@ STOP_TIMEOUT_S = 10.0
 class UvicornServer:
     """`async with UvicornServer(app, **config) as served:` serves `app` at `served.url`
     (`config`: uvicorn's own settings, e.g. `http=`, `lifespan=`); leaving stops it. With
-    `unix_socket`, also there, as `mesa serve` does (`ServerWithSocket`)."""
+    `unix_socket`, also there, as `mesa serve` does (`bind_service_sockets`)."""
 
     def __init__(self, app: Any, unix_socket: Path | None = None, **config: Any) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config_ = uvicorn.Config(app, host="127.0.0.1", port=self.port, **config)
         self.server = uvicorn.Server(config_)
-        self.with_socket: ServerWithSocket | None = None
-        if unix_socket is not None:
-            self.server = self.with_socket = ServerWithSocket(config_, unix_socket)
+        self.unix_socket = unix_socket
         self.task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> UvicornServer:
-        sockets = self.with_socket.bind() if self.with_socket is not None else None
-        self.task = asyncio.create_task(self.server.serve(sockets=sockets))
+        if self.unix_socket is None:
+            self.task = asyncio.create_task(self.server.serve())
+        else:
+            sockets = bind_service_sockets("127.0.0.1", self.port, self.unix_socket)
+            self.task = asyncio.create_task(
+                serve_on_sockets(self.server, sockets, self.unix_socket)
+            )
         for _ in range(START_POLLS):
             if self.server.started:
                 return self

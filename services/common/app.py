@@ -1,27 +1,31 @@
 """One factory for every service's ASGI app: health, request ids, auth, errors, database.
 
-Internal services check the service credential on every route but `/health` and `/metrics`:
-a call without a valid one is refused with 401. The public gateway passes `public=True` and
-brings its own authentication.
+Internal services check the service credential on every route but `/health` and `/metrics`,
+in one Litestar guard (`ServiceCallerGuard`) built from the callers each route declares
+(`services.common.auth.callers_opt`): a call without a valid credential is refused with 401;
+a valid one minted for another service, or naming a caller the route does not declare, with
+403, and so is any call of a route that declares no callers. The public gateway passes
+`public=True` and brings its own authentication.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 from litestar import Litestar, MediaType, Request, Response, get
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.exceptions import (
     HTTPException,
     NotAuthorizedException,
     ValidationException,
 )
+from litestar.handlers.base import BaseRouteHandler
 from litestar.types import (
     ASGIApp,
     Message,
@@ -33,18 +37,19 @@ from litestar.types import (
 from sqlalchemy.ext.asyncio import AsyncEngine
 from structlog.contextvars import bind_contextvars, reset_contextvars
 
-from services.common.auth import AUTH_HEADER, AuthError, VerifiedTokens
+from services.common.auth import (
+    AUTH_HEADER,
+    AuthError,
+    Forbidden,
+    VerifiedTokens,
+    check_audience,
+    check_caller,
+    declared_callers,
+)
 from services.common.config import VERSION, Settings
 from services.common.db import check_database, create_engine
-from services.common.direct import (
-    MAX_REQUEST_BODY_BYTES,
-    ErrorBody,
-    JsonPost,
-    error_json,
-    read_body,
-    send_json,
-)
 from services.common.errors import ServiceError
+from services.common.json_limits import check_json_depth
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
 from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
@@ -52,11 +57,33 @@ from services.common.strict_json import strict_json_body
 
 log = get_logger()
 
+# Bodies larger than this are refused before they are parsed (413).
+MAX_REQUEST_BODY_BYTES = 256 * 1024
+
+
+class ErrorBody(msgspec.Struct, frozen=True):
+    error: str
+    detail: str
+
+
+def error_json(code: str, detail: str) -> bytes:
+    return msgspec.json.encode(ErrorBody(error=code, detail=detail))
+
 
 class Health(msgspec.Struct, frozen=True):
     service: str
     version: str
     database: str
+
+
+class BoundedRequest(Request[Any, Any, Any]):
+    """Litestar's request, with the JSON body's nesting bounded before it is decoded: Litestar
+    decodes every JSON body to `Any` (then converts it to the handler's type), where deep
+    nesting is a RecursionError (services.common.json_limits)."""
+
+    async def json(self) -> Any:
+        check_json_depth(await self.body())
+        return await super().json()
 
 
 def error_response(status: int, code: str, detail: str) -> Response[Any]:
@@ -115,50 +142,68 @@ EXCEPTION_HANDLERS: dict[Any, Callable[..., Response[Any]]] = {
 
 
 _UNGUARDED_PATHS = frozenset({"/health", "/metrics"})
-_VERIFIED = VerifiedTokens()
 
 
-class RequestGuard:
-    """What the service does around every request, whichever way it is answered (the ASGI
-    middleware below, or `DirectDispatch` in the services' HTTP protocol): the request id, the
-    service credential (internal services), and the request's metrics and log line."""
+class ServiceCallerGuard:
+    """The internal services' one access check, a Litestar guard on every route (default deny):
+    the service credential must be valid (else 401 unauthorized), minted for this service and
+    name a caller the route declares in its `opt` (`callers_opt`; else 403 forbidden, and a
+    route that declares none refuses everyone). Litestar runs guards before the body is read
+    or the handler runs. The header is read from the raw ASGI headers, and a credential seen
+    before costs a dict lookup (`VerifiedTokens`): thousands of internal calls a second go
+    through here. (A coroutine: Litestar runs a plain function guard in a worker thread.)"""
 
-    __slots__ = (
-        "auth_key",
-        "log_requests",
-        "public",
-        "request_id_key",
-        "secret",
-        "service",
-    )
+    __slots__ = ("auth_key", "secret", "service", "verified")
 
-    def __init__(self, service: str, settings: Settings, public: bool) -> None:
+    def __init__(self, service: str, settings: Settings) -> None:
         self.service = service
-        self.public = public
         self.secret = settings.internal_secret
-        self.request_id_key = REQUEST_ID_HEADER.lower().encode()
         self.auth_key = AUTH_HEADER.lower().encode()
+        self.verified = VerifiedTokens()
+
+    async def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], route: BaseRouteHandler
+    ) -> None:
+        scope = connection.scope
+        path = scope.get("path", "")
+        if path in _UNGUARDED_PATHS:
+            return
+        auth = None
+        for key, value in scope.get("headers", ()):
+            if key == self.auth_key:
+                auth = value.decode("latin-1")
+                break
+        template = str(scope.get("path_template") or path)
+        try:
+            token = self.verified.token(self.secret, auth)
+            check_audience(token, self.service)
+            check_caller(token.caller, declared_callers(route.opt), template)
+        except AuthError as exc:
+            raise ServiceError(401, "unauthorized", str(exc)) from None
+        except Forbidden as exc:
+            raise ServiceError(403, "forbidden", str(exc)) from None
+        scope.setdefault("state", {})["caller"] = token.caller
+
+
+class RequestLog:
+    """What the service does around every request: the request id, the request's metrics and
+    its log line."""
+
+    __slots__ = ("log_requests", "request_id_key", "service")
+
+    def __init__(self, service: str) -> None:
+        self.service = service
+        self.request_id_key = REQUEST_ID_HEADER.lower().encode()
         # The request line is a debug line: below that level it is not even built. (Logging is
         # configured before the app is made: `mesa serve`.)
         self.log_requests = bool(log.is_enabled_for(logging.DEBUG))
 
-    def identify(self, headers: Iterable[tuple[bytes, bytes]]) -> tuple[str, str | None]:
-        """(request id: the caller's if well formed, else a new one; the credential header)."""
-        raw = None
-        auth = None
+    def request_id(self, headers: Iterable[tuple[bytes, bytes]]) -> str:
+        """The caller's request id if well formed, else a new one."""
         for key, value in headers:
             if key == self.request_id_key:
-                raw = value.decode("latin-1")
-            elif key == self.auth_key:
-                auth = value.decode("latin-1")
-        return clean_request_id(raw), auth
-
-    def caller(self, path: str, auth: str | None) -> str | None:
-        """The calling service, or None where no credential is asked for; AuthError when the
-        credential is refused."""
-        if self.public or path in _UNGUARDED_PATHS:
-            return None
-        return _VERIFIED.caller(self.secret, auth)
+                return clean_request_id(value.decode("latin-1"))
+        return clean_request_id(None)
 
     def answered(self, method: str, path: str, status: int, started: float) -> None:
         """Logged before the response leaves, so a client that has its answer can rely on the
@@ -178,21 +223,16 @@ class RequestGuard:
         child(REQUEST_SECONDS, self.service, route).observe(elapsed_s)
 
 
-def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
-    """Request ids, logging, metrics, and (internal services) the service credential check.
-
-    The credential is checked here on the raw headers rather than as a Litestar guard: a guard
-    costs a copy of the route handler and a parsed header map per request, a few per cent of
-    an engine's CPU at thousands of internal calls a second. A call without a valid credential
-    is refused with 401 before its handler runs or its body is read (a direct route's body,
-    bounded by the limit, is read first: `DirectDispatch`)."""
+def service_middleware(requests: RequestLog) -> Callable[[ASGIApp], ASGIApp]:
+    """Request ids, logging and metrics. Litestar runs this middleware after routing, so the
+    route's template is in the scope for the metrics."""
 
     def middleware_for(app: ASGIApp) -> ASGIApp:
         async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] not in ("http", "websocket"):
                 await app(scope, receive, send)
                 return
-            request_id, auth = guard.identify(scope.get("headers", []))
+            request_id = requests.request_id(scope.get("headers", []))
             tokens = bind_contextvars(request_id=request_id)
             state = scope.setdefault("state", {})
             state["request_id"] = request_id
@@ -206,22 +246,20 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
                     headers = list(message.get("headers", []))
                     headers.append((b"x-request-id", request_id.encode()))
                     message = {**message, "headers": headers}  # type: ignore[assignment]
-                    guard.answered(method, scope.get("path", ""), status_holder[0], started)
+                    requests.answered(method, scope.get("path", ""), status_holder[0], started)
                 await send(message)
 
             try:
-                try:
-                    caller = guard.caller(scope.get("path", ""), auth)
-                except AuthError as exc:
-                    await _refuse(scope, send_with_id, str(exc))
+                if "\x00" in scope.get("path", ""):
+                    # No route has one; a NUL reaching a file lookup (the page's static files)
+                    # is a ValueError there.
+                    await _refuse(scope, send_with_id, "no such path", 404)
                     return
-                if caller is not None:
-                    state["caller"] = caller
                 await app(scope, receive, send_with_id)
             finally:
                 elapsed_s = time.perf_counter() - started
                 route = scope.get("path_template") or "unmatched"
-                guard.finished(method, route, status_holder[0], elapsed_s)
+                requests.finished(method, route, status_holder[0], elapsed_s)
                 if scope["type"] == "websocket":
                     log.debug(
                         "websocket_closed",
@@ -235,24 +273,35 @@ def service_middleware(guard: RequestGuard) -> Callable[[ASGIApp], ASGIApp]:
     return middleware_for
 
 
-async def _refuse(scope: Scope, send: Send, detail: str) -> None:
-    """401 with the same body as every other refusal ({"error", "detail"})."""
+_REFUSAL_CODES = {401: "unauthorized", 403: "forbidden", 404: "not_found"}
+
+
+async def _refuse(scope: Scope, send: Send, detail: str, status: int = 401) -> None:
+    """401 (or `status`) with the same body as every other refusal ({"error", "detail"}); a
+    WebSocket is closed with 1008 (policy violation)."""
+    code = _REFUSAL_CODES[status]
     if scope["type"] == "websocket":
-        close: WebSocketCloseEvent = {
-            "type": "websocket.close",
-            "code": 1008,
-            "reason": "unauthorized",
-        }
+        close: WebSocketCloseEvent = {"type": "websocket.close", "code": 1008, "reason": code}
         await send(close)
         return
-    await send_json(send, 401, error_json("unauthorized", detail))
+    body = error_json(code, detail)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
 def make_health_handler(service: str) -> Any:
     @get("/health", include_in_schema=False)
     async def health(state: State) -> Response[Health]:
-        engine: AsyncEngine | None = state.get("db")
-        ok = engine is not None and await check_database(engine)
+        ok = await check_database(state.get("db"))
         body = Health(service=service, version=VERSION, database="ok" if ok else "unavailable")
         return Response(body, status_code=200 if ok else 503)
 
@@ -281,116 +330,6 @@ def _is_private_address(host: str) -> bool:
 
 
 LifespanHook = Callable[[Litestar], Awaitable[None]]
-
-
-class DirectRoute(msgspec.Struct, frozen=True):
-    """A hot route answered ahead of Litestar's router.
-
-    Litestar's per-request routing, signature parsing, dependency resolution and response
-    building cost more CPU than the engine's own work on an action; a few routes every action
-    goes through skip them. `DirectDispatch` keeps the same duties (credential, request id,
-    logging, metrics under `path_template`). The route finds the path's named groups in its
-    params, checks the method and answers every error itself as {"error", "detail"}.
-    """
-
-    path: re.Pattern[str]
-    path_template: str
-    app: JsonPost
-
-
-class DirectDispatch:
-    """A service's direct routes, as its HTTP protocol answers them (`services.common.serve`):
-    a whole request in, (status, JSON body, request id) out, with the `RequestGuard`'s duties
-    and no ASGI messages in between.
-
-    Measured on the ledger service (holds, 32 raw clients, 4 s runs): 0.100-0.108 ms of CPU
-    per request through the ASGI layers (uvicorn's request cycle, the middleware, Litestar's
-    entry point, four ASGI messages), 0.074-0.091 ms answered by the protocol here."""
-
-    __slots__ = ("app", "guard", "routes")
-
-    def __init__(self, app: Litestar, routes: Sequence[DirectRoute], guard: RequestGuard):
-        self.app = app
-        self.routes = tuple(routes)
-        self.guard = guard
-
-    def match(self, path: str) -> tuple[DirectRoute, dict[str, str]] | None:
-        for route in self.routes:
-            if (found := route.path.fullmatch(path)) is not None:
-                return route, found.groupdict()
-        return None
-
-    async def answer(
-        self,
-        route: DirectRoute,
-        params: dict[str, str],
-        method: str,
-        path: str,
-        headers: Iterable[tuple[bytes, bytes]],
-        body: bytes | None,
-    ) -> tuple[int, bytes, str]:
-        """`body` None: larger than the limit. The credential is checked here, once the body
-        is in (the limit bounds what an unknown caller can make the service read). Never
-        raises for a request's sake."""
-        guard = self.guard
-        request_id, auth = guard.identify(headers)
-        tokens = bind_contextvars(request_id=request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            try:
-                guard.caller(path, auth)
-            except AuthError as exc:
-                status, out = 401, error_json("unauthorized", str(exc))
-            else:
-                status, out = await route.app.answer(self.app.state, params, method, body)
-            guard.answered(method, path, status, started)
-            return status, out, request_id
-        finally:
-            guard.finished(method, route.path_template, status, time.perf_counter() - started)
-            reset_contextvars(**tokens)
-
-
-class _DirectFirst:
-    """The app's entry point with its direct routes ahead of its router, answered as ASGI by
-    the same `DirectDispatch` the services' HTTP protocol answers them with."""
-
-    __slots__ = ("dispatch", "routed")
-
-    def __init__(self, routed: ASGIApp, dispatch: DirectDispatch) -> None:
-        self.routed = routed
-        self.dispatch = dispatch
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (found := self.dispatch.match(scope["path"])) is None:
-            await self.routed(scope, receive, send)
-            return
-        route, params = found
-        method = str(scope.get("method", ""))
-        try:
-            body = await read_body(receive) if method == "POST" else b""
-        except ServiceError:
-            return  # the client went away: nobody to answer
-        status, out, request_id = await self.dispatch.answer(
-            route, params, method, scope["path"], scope["headers"], body
-        )
-        await send_json(send, status, out, [(b"x-request-id", request_id.encode())])
-
-
-# ASGI wrappers a server may put around the app (uvicorn's proxy-headers middleware), at most.
-_MAX_WRAPPERS = 4
-
-
-def direct_dispatch_of(app: Any) -> DirectDispatch | None:
-    """The direct routes of `app`, or of the app it wraps (as `.app`), if it has any."""
-    for _ in range(_MAX_WRAPPERS + 1):
-        if isinstance(app, Litestar):
-            handler = app.asgi_handler
-            return handler.dispatch if isinstance(handler, _DirectFirst) else None
-        app = getattr(app, "app", None)
-        if app is None:
-            return None
-    return None
 
 
 # Middle-generation passes three times as often, so each is a third as long. A service's live
@@ -424,11 +363,14 @@ def create_service_app(
     public: bool = False,
     on_startup: Sequence[LifespanHook] = (),
     on_shutdown: Sequence[LifespanHook] = (),
-    pool_size: int = 10,
-    direct_routes: Sequence[DirectRoute] = (),
+    pool_size: int | None = 10,
     **litestar_kwargs: Any,
 ) -> Litestar:
+    # `pool_size=None`: the service opens its own asyncpg pool in a startup hook and stores
+    # it as `app.state.db` (its only database path, which /health then checks).
     async def open_db(app: Litestar) -> None:
+        if pool_size is None:
+            return
         app.state.db = create_engine(
             settings.database_url,
             application_name=f"mesa-{service}",
@@ -442,12 +384,16 @@ def create_service_app(
             freeze_startup_heap()
 
     async def close_db(app: Litestar) -> None:
-        engine: AsyncEngine | None = app.state.get("db")
-        if engine is not None:
+        engine = app.state.get("db")
+        if isinstance(engine, AsyncEngine):
             await engine.dispose()
 
-    guard = RequestGuard(service, settings, public)
-    middleware = service_middleware(guard)
+    middleware = service_middleware(RequestLog(service))
+    if not public:
+        litestar_kwargs["guards"] = [
+            ServiceCallerGuard(service, settings),
+            *litestar_kwargs.get("guards", ()),
+        ]
     loop_health = LoopHealth()
     litestar_kwargs.setdefault("before_request", strict_json_body)
     app = Litestar(
@@ -458,9 +404,8 @@ def create_service_app(
         on_startup=[open_db, *on_startup, freeze_heap, loop_health.start],
         on_shutdown=[loop_health.stop, *on_shutdown, close_db],
         request_max_body_size=MAX_REQUEST_BODY_BYTES,
+        request_class=BoundedRequest,
         logging_config=None,
         **litestar_kwargs,
     )
-    if direct_routes:
-        app.asgi_handler = _DirectFirst(app.asgi_handler, DirectDispatch(app, direct_routes, guard))
     return app

@@ -18,6 +18,10 @@ import msgspec
 
 VERSION = "0.1.0"
 SERVICES = ("ledger", "engine", "matchmaking", "gateway")
+# The embedded PostgreSQL's generated passwords, files under var/ (mode 0600): the superuser's
+# (migrations only) and the least-privilege role's that services log in as.
+PG_SUPERUSER_PASSWORD_FILE = "pg_superuser_password"  # noqa: S105 (a file name, not a password)
+PG_APP_PASSWORD_FILE = "pg_app_password"  # noqa: S105 (a file name, not a password)
 
 
 class ConfigError(Exception):
@@ -30,6 +34,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     var_dir: Path = Path("var")
     database_url: str = ""
     database_is_embedded: bool = True
+    # Who migrates: the embedded server's superuser, or the same URL as the services' when
+    # MESA_DATABASE_URL is given. Set by load_settings.
+    migration_database_url: str = ""
     pg_port: int = 54329
     gateway_port: int = 8000
     ledger_port: int = 8001
@@ -333,8 +340,25 @@ OTHER_VARIABLES = {
 }
 
 
-def embedded_database_url(settings: Settings, database: str = "mesa") -> str:
-    return f"postgresql://postgres@127.0.0.1:{settings.pg_port}/{database}"
+def embedded_database_url(
+    settings: Settings, database: str = "mesa", *, superuser: bool = False
+) -> str:
+    """The embedded server's URL for the services' role (`mesa_app`) or the superuser, with
+    the password from its file under var/ once `mesa up` has generated it."""
+    role, file = (
+        ("postgres", PG_SUPERUSER_PASSWORD_FILE)
+        if superuser
+        else ("mesa_app", PG_APP_PASSWORD_FILE)
+    )
+    path = settings.var_dir / file
+    password = path.read_text().strip() if path.is_file() else ""
+    auth = f"{role}:{quote(password, safe='')}" if password else role
+    return f"postgresql://{auth}@127.0.0.1:{settings.pg_port}/{database}"
+
+
+def mask_url(url: str) -> str:
+    """`url` with its password (if any) replaced by ***, for logs and messages."""
+    return re.sub(r"^([a-z0-9+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", url, flags=re.IGNORECASE)
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -354,9 +378,12 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     var_dir = settings.var_dir.resolve()
     changes: dict[str, Any] = {"var_dir": var_dir}
     if not settings.database_url:
-        changes["database_url"] = embedded_database_url(settings)
+        located = msgspec.structs.replace(settings, var_dir=var_dir)
+        changes["database_url"] = embedded_database_url(located)
+        changes["migration_database_url"] = embedded_database_url(located, superuser=True)
         changes["database_is_embedded"] = True
     else:
+        changes["migration_database_url"] = settings.database_url
         changes["database_is_embedded"] = False
     if not settings.internal_secret:
         secret_file = var_dir / "internal_secret"

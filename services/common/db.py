@@ -1,4 +1,6 @@
-"""Database access for services: SQLAlchemy 2 async engines over asyncpg, as `mesa_app`.
+"""Database access for services, as `mesa_app`: an asyncpg pool (ledger, engine, matchmaking)
+or a SQLAlchemy 2 Core async engine over asyncpg (the gateway); one of them per service, the
+one its traffic and its /health use (docs/explanation/architecture.md, Database).
 
 Every connection a service opens starts with `role=mesa_app` (a startup parameter, so there
 is no extra round trip): the application can do only what the migrations granted that role,
@@ -7,9 +9,11 @@ e.g. INSERT but never UPDATE or DELETE on journal entries and log leaves.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 from sqlalchemy import event, text
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
@@ -20,6 +24,9 @@ APP_ROLE = "mesa_app"
 DEFAULT_POOL_SIZE = 10
 DEFAULT_MAX_OVERFLOW = 10
 DEFAULT_POOL_TIMEOUT_S = 10
+# A health check waits this long for a connection and its answer: a saturated or stuck pool
+# is reported unhealthy instead of hanging the probe.
+HEALTH_TIMEOUT_S = 5.0
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -61,6 +68,9 @@ def create_engine(
         max_overflow=max_overflow,
         pool_timeout=DEFAULT_POOL_TIMEOUT_S,
         connect_args={"server_settings": settings, "timeout": 5},
+        # A statement's parameters stay out of its errors' text (which tracebacks and logs
+        # show): they carry CSRF tokens, token hashes, seeds.
+        hide_parameters=kwargs.pop("hide_parameters", True),
         **kwargs,
     )
     event.listen(engine.sync_engine.pool, "checkout", _ping_on_checkout)
@@ -80,11 +90,44 @@ def _ping_on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         raise DisconnectionError(f"pooled connection is dead: {type(exc).__name__}") from exc
 
 
-async def check_database(engine: AsyncEngine) -> bool:
-    """True when a trivial query succeeds; used by /health."""
+async def create_pool(
+    url: str,
+    *,
+    application_name: str,
+    max_size: int,
+    min_size: int = 2,
+    command_timeout_s: float | None = None,
+    reset: Callable[[asyncpg.Connection], Awaitable[None]] | None = None,
+    as_app_role: bool = True,
+) -> asyncpg.Pool:
+    """An asyncpg pool whose sessions run as `mesa_app` (unless `as_app_role` is false)."""
+    settings = (
+        app_server_settings(application_name)
+        if as_app_role
+        else {"application_name": application_name}
+    )
+    return await asyncpg.create_pool(
+        asyncpg_dsn(url),
+        min_size=min_size,
+        max_size=max_size,
+        server_settings=settings,
+        command_timeout=command_timeout_s,
+        reset=reset,
+    )
+
+
+async def check_database(db: AsyncEngine | asyncpg.Pool | None) -> bool:
+    """True when a trivial query succeeds on `db`, the pool that serves the service's
+    traffic (an exhausted or closed pool fails the check); used by /health."""
     try:
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
+        if isinstance(db, asyncpg.Pool):
+            async with db.acquire(timeout=HEALTH_TIMEOUT_S) as conn:
+                await conn.fetchval("SELECT 1", timeout=HEALTH_TIMEOUT_S)
+        elif isinstance(db, AsyncEngine):
+            async with db.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+        else:
+            return False
     except Exception:
         return False
     return True

@@ -4,11 +4,10 @@ Callers import the callee's `contract` Structs and call `post`/`get` with a resp
 A 4xx from the callee becomes `RemoteError` carrying its status and machine-readable code;
 connection failures become `ServiceUnavailable` so callers can retry idempotent writes.
 
-Plain `http://` callees, and `http+unix://` ones (a service on the same host, reached over its
-Unix socket), are reached through `http1.Http1Pool` (keep-alive HTTP/1.1 on asyncio streams,
-parsed by httptools): httpx cost more CPU per call than the callee and its database
-together. A given `transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) or
-an `https://` URL still goes through httpx.
+Callees are reached with aiohttp's client (keep-alive HTTP/1.1, its C parser): `http://` and
+`https://` URLs over TCP, `http+unix://` ones (a service on the same host) over its Unix
+socket. Chosen by bench/bench_http.py (docs/decisions/0019-internal-http-client.md). A given
+`transport` (tests wire in-process ASGI apps with `httpx.ASGITransport`) goes through httpx.
 """
 
 from __future__ import annotations
@@ -16,28 +15,30 @@ from __future__ import annotations
 import re
 import zlib
 from collections import OrderedDict
+from types import SimpleNamespace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import aiohttp
 import httpx
 import msgspec
 
 from services.common.auth import AUTH_HEADER, TokenCache
 from services.common.config import Settings, unix_socket_path
-from services.common.http1 import (
-    DEFAULT_MAX_RESPONSE_BYTES,
-    Http1Pool,
-    TransportError,
-    request_target,
-)
 from services.common.logging import REQUEST_ID_HEADER, current_request_id, new_request_id
-from services.ledger.contract import REPLICA_FILL
 
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 10.0
 # Keep-alive connections per callee; bounded so a burst queues instead of exhausting sockets.
 MAX_CONNECTIONS = 100
+# Large enough for the largest answer a contract allows (a page of a report, a statement page,
+# a page of log leaves: each a few MiB at most); a body above it is refused, not buffered.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+# Below uvicorn's keep-alive timeout (5 s): an idle connection is dropped by us first, so the
+# server rarely closes one under a request.
+IDLE_TIMEOUT_S = 4.0
+_READ_CHUNK_BYTES = 256 * 1024
 
 
 class RemoteError(Exception):
@@ -59,6 +60,14 @@ class ServiceUnavailable(Exception):
         self.code = code
 
 
+class AnswerTooLarge(ServiceUnavailable):
+    """The callee's answer was larger than the call's `max_response_bytes`: nothing of it is
+    returned (the connection is closed rather than read to the end)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "response_too_large")
+
+
 # A match id in an internal path; requests about one match go to the replica that owns it.
 _MATCH_PATH = re.compile(r"^/internal/matches/([^/?]+)")
 # Remembered owners per match, bounded (oldest forgotten first).
@@ -73,7 +82,10 @@ class _ErrorBody(msgspec.Struct):
 # How a caller spreads its requests over a service's replicas, when the service has a rule of
 # its own (`InternalClient.of`): ledger replicas are filled one after the other, so that each
 # group commit keeps its batches. Any other service: the engine's rule, by match (`_routed`).
-FILL_FIRST = {"ledger": REPLICA_FILL}
+# With several ledger replicas a caller fills one up to this many requests in flight before it
+# sends to the next: half the ledger's group-commit batch, the point at which one replica starts
+# a second call (ledger/batch.py, `open_slot_at`), so each replica keeps its batches whole.
+FILL_FIRST = {"ledger": 16}
 
 
 class InternalClient:
@@ -84,6 +96,7 @@ class InternalClient:
             settings.url_of(service),
             settings,
             caller,
+            audience=service,
             fill_first=FILL_FIRST.get(service),
             **options,
         )
@@ -94,6 +107,7 @@ class InternalClient:
         settings: Settings,
         caller: str,
         *,
+        audience: str,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = MAX_CONNECTIONS,
@@ -103,13 +117,19 @@ class InternalClient:
         """`base_url`: one base URL, or several comma-separated ones for replicas. Replicas are
         engine processes, each owning its matches (`_routed`), unless `fill_first` is given:
         then any replica answers any request, and each request goes to the first replica
-        with fewer than `fill_first` of this client's requests in flight (`_filled`)."""
+        with fewer than `fill_first` of this client's requests in flight (`_filled`).
+        `caller` and `audience` (the callee's service name) are what its tokens name;
+        `max_response_bytes` is the default limit of an answer's body (a call may set its
+        own)."""
         if fill_first is not None and fill_first < 1:
             raise ValueError("fill_first must be at least 1")
-        self._tokens = TokenCache(settings.internal_secret, caller, settings.internal_token_ttl_s)
+        self._tokens = TokenCache(
+            settings.internal_secret, caller, audience, settings.internal_token_ttl_s
+        )
         self._timeout_s = timeout_s
-        self._pool: Http1Pool | None = None
+        self._max_response_bytes = max_response_bytes
         self._client: httpx.AsyncClient | None = None
+        self._session: aiohttp.ClientSession | None = None
         self._replicas: list[InternalClient] = []
         self._owners: OrderedDict[str, int] = OrderedDict()
         self._fill_first = fill_first
@@ -121,6 +141,7 @@ class InternalClient:
                     u,
                     settings,
                     caller,
+                    audience=audience,
                     timeout_s=timeout_s,
                     max_connections=max_connections,
                     max_response_bytes=max_response_bytes,
@@ -130,27 +151,15 @@ class InternalClient:
             return
         base_url = urls[0] if urls else base_url
         url = urlsplit(base_url)
-        unix_path = unix_socket_path(base_url)
-        if transport is None and unix_path is not None:
-            self._pool = Http1Pool(
-                "localhost",
-                0,
-                max_connections=max_connections,
-                max_response_bytes=max_response_bytes,
-                unix_path=unix_path,
-            )
-            self._prefix = url.path.rstrip("/")
-            self._host_header = "localhost"
-        elif transport is None and url.scheme == "http" and url.hostname:
-            self._pool = Http1Pool(
-                url.hostname,
-                url.port or 80,
-                max_connections=max_connections,
-                max_response_bytes=max_response_bytes,
-            )
-            self._prefix = url.path.rstrip("/")
-            self._host_header = url.netloc.rsplit("@", 1)[-1]
-        else:
+        self._unix_path = unix_socket_path(base_url)
+        self._max_connections = max_connections
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # Paths are joined to the base URL's origin and path (a Unix socket's: "localhost").
+        origin = (
+            "http://localhost" if self._unix_path is not None else f"{url.scheme}://{url.netloc}"
+        )
+        self._base = origin + url.path.rstrip("/")
+        if transport is not None:
             self._client = httpx.AsyncClient(
                 base_url=base_url,
                 timeout=timeout_s,
@@ -163,8 +172,8 @@ class InternalClient:
     async def aclose(self) -> None:
         for replica in self._replicas:
             await replica.aclose()
-        if self._pool is not None:
-            await self._pool.aclose()
+        if self._session is not None:
+            await self._session.close()
         if self._client is not None:
             await self._client.aclose()
 
@@ -188,32 +197,78 @@ class InternalClient:
         response_type: type[T],
         body: Any = None,
         params: dict[str, Any] | None = None,
+        max_response_bytes: int | None = None,
     ) -> T:
+        """`max_response_bytes`: this call's limit on the answer's body (default: the
+        client's); a larger answer raises AnswerTooLarge."""
+        limit = self._max_response_bytes if max_response_bytes is None else max_response_bytes
         if self._replicas:
             if self._fill_first is not None:
-                return await self._filled(method, path, response_type, body, params)
-            return await self._routed(method, path, response_type, body, params)
+                return await self._filled(method, path, response_type, body, params, limit)
+            return await self._routed(method, path, response_type, body, params, limit)
         content = msgspec.json.encode(body) if body is not None else None
-        if self._pool is None:
-            return await self._request_httpx(method, path, response_type, content, params)
-        target = request_target(self._prefix, path, params)
-        head = (
-            f"{method} {target} HTTP/1.1\r\nHost: {self._host_header}\r\n"
-            f"{AUTH_HEADER}: {self._tokens.header()}\r\n"
-            f"{REQUEST_ID_HEADER}: {self._request_id()}\r\n"
-            "Content-Type: application/json\r\n"
-        )
-        if content is not None:
-            data = f"{head}Content-Length: {len(content)}\r\n\r\n".encode() + content
-        elif method in ("GET", "HEAD", "DELETE", "OPTIONS"):
-            data = f"{head}\r\n".encode()
-        else:
-            data = f"{head}Content-Length: 0\r\n\r\n".encode()
-        try:
-            status, payload = await self._pool.request(data, self._timeout_s)
-        except TransportError as exc:
-            raise ServiceUnavailable(f"{method} {path}: {exc.kind}") from exc
+        if self._client is not None:
+            return await self._request_httpx(method, path, response_type, content, params, limit)
+        status, payload = await self._send(method, path, content, params, limit)
         return _result(method, path, status, payload, response_type)
+
+    def session(self) -> aiohttp.ClientSession:
+        """This client's aiohttp session, opened on first use (aiohttp wants a running loop):
+        at most `max_connections` keep-alive connections, idle ones closed before the server
+        would close them."""
+        if self._session is None:
+            connector: aiohttp.BaseConnector
+            if self._unix_path is not None:
+                connector = aiohttp.UnixConnector(
+                    path=self._unix_path,
+                    limit=self._max_connections,
+                    keepalive_timeout=IDLE_TIMEOUT_S,
+                )
+            else:
+                connector = aiohttp.TCPConnector(
+                    limit=self._max_connections, keepalive_timeout=IDLE_TIMEOUT_S
+                )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                timeout=self._timeout,
+                trace_configs=[_REUSE_TRACE],
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        params: dict[str, Any] | None,
+        limit: int,
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request. A request on a kept-alive connection that the callee
+        closed before answering (its idle timeout, a restart) is sent once more, on a new
+        connection; on a new connection it is not: that callee could not answer it."""
+        session = self.session()
+        url = self._base + path
+        headers = self._headers()
+        query = _query(params) if params else None
+        for attempt in range(2):
+            seen = SimpleNamespace(reused=False)
+            try:
+                async with session.request(
+                    method, url, data=content, params=query, headers=headers, trace_request_ctx=seen
+                ) as response:
+                    return response.status, await _read_within(response, limit, method, path)
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                if (
+                    attempt == 0
+                    and seen.reused
+                    and not isinstance(exc, aiohttp.ClientConnectorError)
+                ):
+                    continue
+                raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
+        raise ServiceUnavailable(f"{method} {path}: no answer")
 
     async def _request_httpx(
         self,
@@ -222,16 +277,26 @@ class InternalClient:
         response_type: type[T],
         content: bytes | None,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         if self._client is None:
             raise ServiceUnavailable(f"{method} {path}: no transport")
         try:
-            response = await self._client.request(
+            async with self._client.stream(
                 method, path, content=content, params=params, headers=self._headers()
-            )
+            ) as response:
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > limit:
+                        raise AnswerTooLarge(
+                            f"{method} {path}: response body over the limit of {limit} bytes"
+                        )
+                    chunks.append(chunk)
         except (httpx.TransportError, httpx.TimeoutException) as exc:
             raise ServiceUnavailable(f"{method} {path}: {type(exc).__name__}") from exc
-        return _result(method, path, response.status_code, response.content, response_type)
+        return _result(method, path, response.status_code, b"".join(chunks), response_type)
 
     async def _routed(
         self,
@@ -240,6 +305,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         """Send a request about one match to the replica that owns it.
 
@@ -258,7 +324,7 @@ class InternalClient:
         else:
             first = zlib.crc32(str(match_id).encode()) % n
         index, result = await self._first_answer(
-            first, ("not_owner", "unreachable"), method, path, response_type, body, params
+            first, ("not_owner", "unreachable"), method, path, response_type, body, params, limit
         )
         if match_id is not None:
             self._owners[match_id] = index
@@ -274,6 +340,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
     ) -> T:
         """Send a request to the first replica with fewer than `fill_first` of this client's
         requests in flight, or else to the one with the fewest; one that cannot be reached is
@@ -293,7 +360,7 @@ class InternalClient:
         if first is None:
             first = min(range(n), key=loads.__getitem__)
         _, result = await self._first_answer(
-            first, ("unreachable",), method, path, response_type, body, params, loads
+            first, ("unreachable",), method, path, response_type, body, params, limit, loads
         )
         return result
 
@@ -306,6 +373,7 @@ class InternalClient:
         response_type: type[T],
         body: Any,
         params: dict[str, Any] | None,
+        limit: int,
         loads: list[int] | None = None,
     ) -> tuple[int, T]:
         """The first replica's answer, from `first` on in turn, skipping those refused with a
@@ -319,7 +387,7 @@ class InternalClient:
                 loads[index] += 1
             try:
                 return index, await self._replicas[index].request(
-                    method, path, response_type, body, params
+                    method, path, response_type, body, params, limit
                 )
             except ServiceUnavailable as exc:
                 if exc.code not in skip:
@@ -333,12 +401,66 @@ class InternalClient:
         raise last_error
 
     async def get(
-        self, path: str, response_type: type[T], params: dict[str, Any] | None = None
+        self,
+        path: str,
+        response_type: type[T],
+        params: dict[str, Any] | None = None,
+        *,
+        max_response_bytes: int | None = None,
     ) -> T:
-        return await self.request("GET", path, response_type, params=params)
+        return await self.request(
+            "GET", path, response_type, params=params, max_response_bytes=max_response_bytes
+        )
 
-    async def post(self, path: str, body: Any, response_type: type[T]) -> T:
-        return await self.request("POST", path, response_type, body=body)
+    async def post(
+        self, path: str, body: Any, response_type: type[T], *, max_response_bytes: int | None = None
+    ) -> T:
+        return await self.request(
+            "POST", path, response_type, body=body, max_response_bytes=max_response_bytes
+        )
+
+
+async def _on_reused(_: Any, context: SimpleNamespace, __: Any) -> None:
+    if isinstance(context.trace_request_ctx, SimpleNamespace):
+        context.trace_request_ctx.reused = True
+
+
+# Tells `_send` whether its request went out on a kept-alive connection (aiohttp's tracing).
+_REUSE_TRACE = aiohttp.TraceConfig()
+_REUSE_TRACE.on_connection_reuseconn.append(_on_reused)
+
+
+async def _read_within(
+    response: aiohttp.ClientResponse, limit: int, method: str, path: str
+) -> bytes:
+    """The whole body, or AnswerTooLarge as soon as it is known to be over `limit` (its
+    Content-Length, or the bytes received): the connection is then closed, not read on."""
+    declared = response.content_length
+    if declared is not None and declared > limit:
+        response.close()
+        raise AnswerTooLarge(f"{method} {path}: response body over the limit of {limit} bytes")
+    if declared is not None:
+        return await response.read()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(_READ_CHUNK_BYTES):
+        size += len(chunk)
+        if size > limit:
+            response.close()
+            raise AnswerTooLarge(f"{method} {path}: response body over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _query(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A query as httpx writes one: lists repeat the key, booleans are lower case, None is
+    empty."""
+    items: list[tuple[str, str]] = []
+    for key, value in params.items():
+        for v in value if isinstance(value, list | tuple) else (value,):
+            text = "" if v is None else "true" if v is True else "false" if v is False else str(v)
+            items.append((str(key), text))
+    return items
 
 
 def _result(method: str, path: str, status: int, content: bytes, response_type: type[T]) -> T:

@@ -4,8 +4,7 @@ Litestar converts a decoded body to the handler's `data` type with msgspec's lax
 (`strict=False`: numeric strings and integral floats become ints), so an amount sent as
 `"100"` or `100.0` would be taken as 100 cents. Every service app runs `strict_json_body`
 before its handlers: it decodes a JSON body against the handler's `data` type with msgspec's
-strict rules and refuses a mismatch with 400 `invalid_request`, before anything runs. The
-direct routes (services.common.direct) already decode strictly.
+strict rules and refuses a mismatch with 400 `invalid_request`, before anything runs.
 """
 
 from __future__ import annotations

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody, Parameter
 
 from fairness.keys import load_operator_key
-from services.common.app import DirectRoute, create_service_app
+from services.common.app import create_service_app
+from services.common.auth import GATEWAY, MATCHMAKING, callers_opt
 from services.common.config import Settings
-from services.common.direct import JsonPost
 from services.common.logging import get_logger
 from services.engine.audit import AUDIT_ROUTES
 from services.engine.clock import Clock, RealClock
@@ -44,27 +42,32 @@ def _engine(state: State) -> Engine:
     return engine
 
 
-@post("/internal/matches", status_code=200)
+# Matches are created by matchmaking; played and read by the gateway (matchmaking reads a
+# match's state to see whether it is over).
+PLAYERS = callers_opt(GATEWAY)
+
+
+@post("/internal/matches", status_code=200, opt=callers_opt(MATCHMAKING))
 async def create_match(state: State, data: JSONBody[CreateMatch]) -> MatchCreated:
     return await _engine(state).create(data)
 
 
-@get("/internal/matches/{match_id:str}")
+@get("/internal/matches/{match_id:str}", opt=callers_opt(GATEWAY, MATCHMAKING))
 async def match_state(state: State, match_id: FromPath[str]) -> PublicMatchState:
     return await _engine(state).public_state(match_id)
 
 
-@get("/internal/matches/{match_id:str}/result")
+@get("/internal/matches/{match_id:str}/result", opt=PLAYERS)
 async def match_result(state: State, match_id: FromPath[str]) -> MatchResult:
     return await _engine(state).result(match_id)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/view")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/view", opt=PLAYERS)
 async def seat_view(state: State, match_id: FromPath[str], seat: FromPath[int]) -> SeatSnapshot:
     return await _engine(state).snapshot(match_id, seat)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/events")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/events", opt=PLAYERS)
 async def seat_events(
     state: State,
     match_id: FromPath[str],
@@ -76,7 +79,7 @@ async def seat_events(
     return await _engine(state).events(match_id, seat, after, wait_ms, limit)
 
 
-@get("/internal/matches/{match_id:str}/seats/{seat:int}/feed")
+@get("/internal/matches/{match_id:str}/seats/{seat:int}/feed", opt=PLAYERS)
 async def seat_feed(
     state: State,
     match_id: FromPath[str],
@@ -87,35 +90,18 @@ async def seat_feed(
     return await _engine(state).feed(match_id, seat, after, limit)
 
 
-# The two routes every action goes through (the action, and the feeds read when a socket is
-# woken) are answered ahead of Litestar's router (services.common.direct): its per-request
-# signature parsing, dependency resolution and response building cost more CPU than the
-# engine's own work on an action. Same middleware (credential, request id, metrics), same
-# answers (400 invalid_request, the engine's ServiceError as {"error", "detail"}, a logged 500).
+@post("/internal/matches/{match_id:str}/actions", status_code=200, opt=PLAYERS)
+async def submit_action(
+    state: State, match_id: FromPath[str], data: JSONBody[SubmitAction]
+) -> ActionApplied:
+    return await _engine(state).submit(match_id, data)
 
 
-async def _submit(state: State, path: dict[str, str], data: SubmitAction) -> ActionApplied:
-    return await _engine(state).submit(path["match_id"], data)
-
-
-async def _feeds(state: State, path: dict[str, str], data: FeedReads) -> SeatFeeds:
+@post("/internal/matches/{match_id:str}/feeds", status_code=200, opt=PLAYERS)
+async def seat_feeds(state: State, match_id: FromPath[str], data: JSONBody[FeedReads]) -> SeatFeeds:
     reads = [(r.seat, r.after) for r in data.reads]
-    feeds = await _engine(state).feeds(path["match_id"], reads, gateway=data.gateway)
+    feeds = await _engine(state).feeds(match_id, reads, gateway=data.gateway)
     return SeatFeeds(feeds=feeds)
-
-
-submit_action = JsonPost(msgspec.json.Decoder(SubmitAction), _submit)  # -> ActionApplied
-seat_feeds = JsonPost(msgspec.json.Decoder(FeedReads), _feeds)  # -> SeatFeeds
-
-
-# Match ids as the router takes them (one path segment); anything else goes to the router.
-_MATCH = r"/internal/matches/(?P<match_id>[^/]+)"
-DIRECT_ROUTES = (
-    DirectRoute(
-        re.compile(_MATCH + "/actions"), "/internal/matches/{match_id}/actions", submit_action
-    ),
-    DirectRoute(re.compile(_MATCH + "/feeds"), "/internal/matches/{match_id}/feeds", seat_feeds),
-)
 
 
 def create_app(
@@ -133,9 +119,11 @@ def create_app(
         key = load_operator_key(settings.operator_key_file)
         store = Store(settings.database_url)
         await store.start()
+        # The engine's one database path: match log, fairness log, audit reads and /health.
+        app.state.db = store.started_pool
         fair: Any = fairness
         if fair is None:
-            fair = PgFairnessLog(app.state.db, key, settings.log_origin)
+            fair = PgFairnessLog(store.started_pool, key, settings.log_origin)
             if not await fair.start():
                 # Verifiers trust a key only when the previous key announced it in the log.
                 log.error("operator_key_not_announced", key_id=key.key_id)
@@ -151,11 +139,12 @@ def create_app(
         engine: Engine | None = app.state.get("engine")
         if engine is not None:
             await engine.stop()
+            # The fairness writer stops before the pool it writes through closes.
+            if isinstance(engine.fairness, PgFairnessLog):
+                await engine.fairness.aclose()
             await engine.store.stop()
             if isinstance(engine.ledger, HttpLedger):
                 await engine.ledger.aclose()
-            if isinstance(engine.fairness, PgFairnessLog):
-                await engine.fairness.aclose()
 
     return create_service_app(
         "engine",
@@ -167,9 +156,11 @@ def create_app(
             seat_view,
             seat_events,
             seat_feed,
+            submit_action,
+            seat_feeds,
             *AUDIT_ROUTES,
         ],
-        direct_routes=DIRECT_ROUTES,
         on_startup=[start_engine],
         on_shutdown=[stop_engine],
+        pool_size=None,
     )

@@ -13,12 +13,11 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
+import asyncpg
 import msgspec
 from litestar import get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fairness.flow import DRAW_PURPOSES
 from fairness.keys import load_operator_key
@@ -35,6 +34,7 @@ from fairness.tlog import (
     verify_note,
 )
 from fairness.transcript import RECEIPT_FORMAT, TRANSCRIPT_FORMAT, Receipt, Transcript
+from services.common.auth import GATEWAY, callers_opt
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     MAX_LEAVES_PAGE,
@@ -69,6 +69,8 @@ Size = Annotated[int, Parameter(ge=0, le=2**40)]
 # Hands still in play are not orphans: only commitments older than this are reported.
 ORPHAN_GRACE = timedelta(hours=1)
 MAX_EVENT_PAGES = 200
+# Auditors and players read the log through the gateway, which checks their role.
+AUDIT_READERS = callers_opt(GATEWAY)
 
 
 def _store(state: State) -> LogStore:
@@ -79,8 +81,8 @@ def _store(state: State) -> LogStore:
             key = load_operator_key(settings.operator_key_file)
         except ValueError as exc:
             raise ServiceError(503, "no_operator_key", str(exc)[:200]) from None
-        db: AsyncEngine = state.db
-        store = LogStore(db, key, settings.log_origin)
+        pool: asyncpg.Pool = state.db
+        store = LogStore(pool, key, settings.log_origin)
         state.audit_store = store
     return store
 
@@ -107,48 +109,47 @@ def _summary(idx: int, data: bytes, closed: bool) -> TranscriptSummary:
     )
 
 
-@get("/internal/audit/transcripts")
+@get("/internal/audit/transcripts", opt=AUDIT_READERS)
 async def list_transcripts(
     state: State,
     match_id: FromQuery[str | None] = None,
     player: FromQuery[str | None] = None,
+    after: Annotated[int | None, Parameter(ge=0, le=2**40)] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_TRANSCRIPTS_PAGE)] = 50,
 ) -> TranscriptList:
-    """Finished hands (a result record follows the commitment), newest first."""
+    """Finished hands (a result record follows the commitment), newest first; a page at a
+    time: those below leaf index `after` (`next` of the previous page)."""
     if match_id is not None and MATCH_ID_RE.match(match_id) is None:
         raise ServiceError(400, "invalid_request", "bad match id")
     if player is not None and PLAYER_RE.match(player) is None:
         raise ServiceError(400, "invalid_request", "bad player")
     # seats are pseudonyms in the log: a player's hands are found through the engine's matches
     seats_filter = json.dumps({"spec": {"seats": [{"player_id": player}]}}) if player else None
-    db: AsyncEngine = state.db
-    async with db.connect() as conn:
-        rows = (
-            await conn.execute(
-                text(
-                    "SELECT c.idx, c.leaf_data FROM fairness.leaves c"
-                    " WHERE c.type = 'commitment'"
-                    "   AND EXISTS (SELECT 1 FROM fairness.leaves r WHERE r.deal_id = c.deal_id"
-                    "               AND r.type = 'result')"
-                    "   AND (CAST(:prefix AS text) IS NULL OR c.deal_id LIKE :prefix"
-                    "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
-                    "           = :match)"
-                    "   AND (CAST(:seats AS text) IS NULL OR EXISTS ("
-                    "        SELECT 1 FROM engine.matches m"
-                    "        WHERE c.deal_id LIKE replace(m.match_id, '%', '') || '/%'"
-                    "          AND m.spec @> CAST(:seats AS jsonb)))"
-                    " ORDER BY c.idx DESC LIMIT :limit"
-                ),
-                {
-                    "prefix": None if match_id is None else match_id.replace("%", "") + "/%",
-                    "match": match_id,
-                    "seats": seats_filter,
-                    "limit": limit,
-                },
-            )
-        ).all()
+    pool: asyncpg.Pool = state.db
+    rows = await pool.fetch(
+        "SELECT c.idx, c.leaf_data FROM fairness.leaves c"
+        " WHERE c.type = 'commitment'"
+        "   AND EXISTS (SELECT 1 FROM fairness.leaves r WHERE r.deal_id = c.deal_id"
+        "               AND r.type = 'result')"
+        "   AND (CAST($1 AS text) IS NULL OR c.deal_id LIKE $1"
+        "        OR convert_from(c.leaf_data, 'UTF8')::jsonb -> 'record' ->> 'table_id'"
+        "           = $2)"
+        "   AND (CAST($3 AS text) IS NULL OR EXISTS ("
+        "        SELECT 1 FROM engine.matches m"
+        "        WHERE c.deal_id LIKE replace(m.match_id, '%', '') || '/%'"
+        "          AND m.spec @> CAST($3 AS jsonb)))"
+        "   AND (CAST($4 AS bigint) IS NULL OR c.idx < $4)"
+        " ORDER BY c.idx DESC LIMIT $5",
+        None if match_id is None else match_id.replace("%", "") + "/%",
+        match_id,
+        seats_filter,
+        after,
+        limit + 1,
+    )
+    page = rows[:limit]
     return TranscriptList(
-        transcripts=[_summary(int(r.idx), bytes(r.leaf_data), True) for r in rows]
+        transcripts=[_summary(int(r["idx"]), bytes(r["leaf_data"]), True) for r in page],
+        next=int(page[-1]["idx"]) if len(rows) > limit else None,
     )
 
 
@@ -326,7 +327,7 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
     return doc
 
 
-@get("/internal/audit/transcripts/{deal_id:path}")
+@get("/internal/audit/transcripts/{deal_id:path}", opt=AUDIT_READERS)
 async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     """The hand's transcript (docs/fairness.md section 6), once the hand is over."""
     deal = _deal(deal_id)
@@ -338,7 +339,7 @@ async def transcript(state: State, deal_id: FromPath[str]) -> Any:
     return msgspec.to_builtins(doc)
 
 
-@get("/internal/audit/receipts/{deal_id:path}")
+@get("/internal/audit/receipts/{deal_id:path}", opt=AUDIT_READERS)
 async def seed_receipt(state: State, deal_id: FromPath[str]) -> Any:
     """A deal's seed receipt (docs/fairness.md 4.7): the logged seed_commitments record with
     its inclusion proof against a signed checkpoint (JSON and C2SP note). Public from the
@@ -367,7 +368,7 @@ async def seed_receipt(state: State, deal_id: FromPath[str]) -> Any:
     return receipt
 
 
-@get("/internal/audit/checkpoint")
+@get("/internal/audit/checkpoint", opt=AUDIT_READERS)
 async def latest_checkpoint(state: State) -> SignedEnvelope:
     cp = await _store(state).latest_checkpoint()
     if cp is None:
@@ -375,7 +376,7 @@ async def latest_checkpoint(state: State) -> SignedEnvelope:
     return SignedEnvelope(record=cp["record"], signature=str(cp["signature"]))
 
 
-@get("/internal/audit/proofs/inclusion")
+@get("/internal/audit/proofs/inclusion", opt=AUDIT_READERS)
 async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> InclusionProof:
     try:
         size, path = await _store(state).inclusion_proof(leaf_index, tree_size)
@@ -384,7 +385,7 @@ async def inclusion_proof(state: State, leaf_index: Size, tree_size: Size) -> In
     return InclusionProof(leaf_index=leaf_index, tree_size=size, path=[p.hex() for p in path])
 
 
-@get("/internal/audit/proofs/deal/{deal_id:path}")
+@get("/internal/audit/proofs/deal/{deal_id:path}", opt=AUDIT_READERS)
 async def deal_proof(
     state: State, deal_id: FromPath[str], tree_size: FromQuery[Size | None] = None
 ) -> InclusionProof:
@@ -406,7 +407,7 @@ async def deal_proof(
     )
 
 
-@get("/internal/audit/proofs/consistency")
+@get("/internal/audit/proofs/consistency", opt=AUDIT_READERS)
 async def consistency_proof(state: State, first: Size, second: Size) -> ConsistencyProof:
     try:
         path = await _store(state).consistency_proof(first, second)
@@ -415,7 +416,7 @@ async def consistency_proof(state: State, first: Size, second: Size) -> Consiste
     return ConsistencyProof(first=first, second=second, path=[p.hex() for p in path])
 
 
-@get("/internal/audit/keys")
+@get("/internal/audit/keys", opt=AUDIT_READERS)
 async def public_keys(state: State) -> KeyList:
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
@@ -432,7 +433,7 @@ async def public_keys(state: State) -> KeyList:
     return KeyList(keys=out)
 
 
-@get("/internal/audit/orphans")
+@get("/internal/audit/orphans", opt=AUDIT_READERS)
 async def orphans(state: State) -> OrphanList:
     found = await _store(state).orphans(older_than=datetime.now(UTC) - ORPHAN_GRACE)
     return OrphanList(
@@ -448,7 +449,7 @@ async def orphans(state: State) -> OrphanList:
     )
 
 
-@get("/internal/audit/leaves")
+@get("/internal/audit/leaves", opt=AUDIT_READERS)
 async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     if end < start or end - start > MAX_LEAVES_PAGE:
         raise ServiceError(400, "bad_range", f"0 <= end - start <= {MAX_LEAVES_PAGE}")
@@ -458,18 +459,19 @@ async def leaves(state: State, start: Size = 0, end: Size = 100) -> LeafList:
     return LeafList(
         tree_size=size,
         leaves=[LeafOut(index=i, type=t, leaf_data=d.hex()) for i, t, d in rows],
+        next=end if end < size else None,
     )
 
 
 # ------------------------------------------------------------------ C2SP public log views
 
 
-@get("/internal/audit/log/key")
+@get("/internal/audit/log/key", opt=AUDIT_READERS)
 async def log_key(state: State) -> LogText:
     return LogText(text=_store(state).verifier_key() + "\n")
 
 
-@get("/internal/audit/log/checkpoint")
+@get("/internal/audit/log/checkpoint", opt=AUDIT_READERS)
 async def log_checkpoint(state: State) -> LogText:
     found = await _store(state).checkpoint_notes(latest=True)
     if not found:
@@ -477,7 +479,7 @@ async def log_checkpoint(state: State) -> LogText:
     return LogText(text=found[0].cosigned_note())
 
 
-@get("/internal/audit/log/checkpoints")
+@get("/internal/audit/log/checkpoints", opt=AUDIT_READERS)
 async def log_checkpoints(
     state: State,
     after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
@@ -491,7 +493,7 @@ async def log_checkpoints(
     )
 
 
-@get("/internal/audit/log/tile")
+@get("/internal/audit/log/tile", opt=AUDIT_READERS)
 async def log_tile(state: State, path: Annotated[str, Parameter(max_length=200)]) -> LogBlob:
     try:
         ref = parse_tile_path(path)
@@ -506,7 +508,7 @@ async def log_tile(state: State, path: Annotated[str, Parameter(max_length=200)]
     return LogBlob(data=data, full=ref.width == TILE_WIDTH)
 
 
-@post("/internal/audit/log/cosignature", status_code=200)
+@post("/internal/audit/log/cosignature", status_code=200, opt=AUDIT_READERS)
 async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> CosignatureAccepted:
     """Keep a witness's cosignature of a stored checkpoint: the note must be exactly a stored
     checkpoint (log signature included) and verify under the witness's cosignature key."""
@@ -532,7 +534,7 @@ async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> Cosign
     return CosignatureAccepted(checkpoint_id=stored.id, tree_size=stored.tree_size)
 
 
-@get("/internal/audit/voids")
+@get("/internal/audit/voids", opt=AUDIT_READERS)
 async def void_counts(
     state: State, days: Annotated[int, Parameter(ge=1, le=3660)] = 366
 ) -> VoidCounts:

@@ -1,7 +1,8 @@
 """The engine's read-only audit API over the fairness log (what the gateway serves to auditors).
 
 Routes (all under the service credential):
-- GET /internal/audit/transcripts?match_id=M&player=P&limit=N -> TranscriptList
+- GET /internal/audit/transcripts?match_id=M&player=P&after=I&limit=N -> TranscriptList
+      (newest first; `after`: a page's `next`, the leaf index the listing continues below)
 - GET /internal/audit/transcripts/{deal_id}                 -> the transcript document
       (`fairness.transcript.Transcript`; 404 unknown_deal while the hand is live)
 - GET /internal/audit/checkpoint                             -> SignedEnvelope (latest)
@@ -10,7 +11,8 @@ Routes (all under the service credential):
 - GET /internal/audit/proofs/consistency?first=M&second=N    -> ConsistencyProof
 - GET /internal/audit/keys                                   -> KeyList
 - GET /internal/audit/orphans                                -> OrphanList
-- GET /internal/audit/leaves?start=A&end=B                   -> LeafList (at most 1000)
+- GET /internal/audit/leaves?start=A&end=B                   -> LeafList (at most 1000;
+      `next`: the `start` of the following page, null at the log's end)
 - GET /internal/audit/log/key                                -> LogText (signed-note verifier key)
 - GET /internal/audit/log/checkpoint                         -> LogText (C2SP checkpoint, cosigned)
 - GET /internal/audit/log/checkpoints?after=I&limit=N        -> CheckpointNotes (history)
@@ -45,6 +47,7 @@ class TranscriptSummary(msgspec.Struct, frozen=True):
 
 class TranscriptList(msgspec.Struct, frozen=True):
     transcripts: list[TranscriptSummary]
+    next: int | None = None  # `after` for the next (older) page; null on the last
 
 
 class SignedEnvelope(msgspec.Struct, frozen=True):
@@ -95,6 +98,7 @@ class LeafOut(msgspec.Struct, frozen=True):
 class LeafList(msgspec.Struct, frozen=True):
     tree_size: int
     leaves: list[LeafOut]
+    next: int | None = None  # `start` of the next page; null when the page reached the end
 
 
 class LogText(msgspec.Struct, frozen=True):

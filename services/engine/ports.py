@@ -9,12 +9,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+import asyncpg
 
 from fairness.commitments import DEFAULT_ORIGIN
 from fairness.keys import OperatorKey
-from fairness.log_store import LogError, LogStore
+from fairness.log_store import DuplicateRecord, LogError, LogStore
 from services.common.config import Settings
 from services.common.http import InternalClient, RemoteError
 from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
@@ -48,8 +47,8 @@ _Pending = tuple[Mapping[str, Any], "asyncio.Future[None]"]
 
 
 class PgFairnessLog:
-    def __init__(self, engine: AsyncEngine, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
-        self.store = LogStore(engine, key, origin)
+    def __init__(self, pool: asyncpg.Pool, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
+        self.store = LogStore(pool, key, origin)
         self._orphans_checked_at = float("-inf")
         self._queue: asyncio.Queue[_Pending] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -110,9 +109,8 @@ class PgFairnessLog:
     async def _append_one(self, envelope: Mapping[str, Any]) -> None:
         try:
             await self.store.append(envelope)
-        except LogError as exc:
-            if "already has" not in str(exc):
-                raise
+        except DuplicateRecord:
+            pass  # the log already holds it (re-sent after a restart): done
 
     async def checkpoint(self) -> None:
         await self.store.checkpoint_if_due(min_interval_s=CHECKPOINT_INTERVAL_S)
@@ -122,18 +120,13 @@ class PgFairnessLog:
         """Export the log's health: age of the newest checkpoint while the log has grown past
         it, and commitments older than ORPHAN_AGE without their closing record."""
         now = time.monotonic()
-        async with self.store.engine.connect() as conn:
-            age = (
-                await conn.execute(
-                    text(
-                        "SELECT CASE WHEN h.tree_size > coalesce(max(c.tree_size), 0)"
-                        " THEN extract(epoch FROM now() - coalesce(max(c.signed_at), now()))"
-                        " ELSE 0 END"
-                        " FROM fairness.head h LEFT JOIN fairness.checkpoints c ON true"
-                        " WHERE h.id = 1 GROUP BY h.tree_size"
-                    )
-                )
-            ).scalar_one_or_none()
+        age = await self.store.pool.fetchval(
+            "SELECT CASE WHEN h.tree_size > coalesce(max(c.tree_size), 0)"
+            " THEN extract(epoch FROM now() - coalesce(max(c.signed_at), now()))"
+            " ELSE 0 END"
+            " FROM fairness.head h LEFT JOIN fairness.checkpoints c ON true"
+            " WHERE h.id = 1 GROUP BY h.tree_size"
+        )
         CHECKPOINT_AGE_SECONDS.set(float(age or 0))
         if now - self._orphans_checked_at >= ORPHAN_SCAN_INTERVAL_S:
             self._orphans_checked_at = now

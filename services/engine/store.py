@@ -35,7 +35,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from services.common.db import APP_ROLE, asyncpg_dsn, keep_session
+from services.common.db import APP_ROLE, asyncpg_dsn, create_pool, keep_session
 from services.common.logging import get_logger
 from services.common.metrics import LOG_BATCH_ENTRIES, LOG_COMMIT_SECONDS
 from services.engine.contract import NOTIFY_CHANNEL
@@ -91,7 +91,7 @@ _APPEND_SQL = (
     " SELECT * FROM unnest($1::text[], $2::int[], $3::int[], $4::bytea[])"
 )
 _APPEND_NOTIFY_SQL = (
-    f"WITH ins AS ({_APPEND_SQL}) SELECT count(pg_notify($5, n)) FROM unnest($6::text[]) AS n"
+    f"WITH ins AS ({_APPEND_SQL}) SELECT count(pg_notify($5, n)) FROM unnest($6::text[]) AS n"  # noqa: S608 (composed from this module's constant SQL)
 )
 
 
@@ -106,7 +106,9 @@ class _Pending:
 
 
 class Store:
-    def __init__(self, database_url: str, *, pool_size: int = 8) -> None:
+    # The engine's only pool: the match log's writers and reads, plus the fairness log's one
+    # writer, its checkpoints and the audit reads.
+    def __init__(self, database_url: str, *, pool_size: int = 10) -> None:
         self._dsn = asyncpg_dsn(database_url)
         self._pool_size = pool_size
         self.pool: asyncpg.Pool | None = None
@@ -126,12 +128,12 @@ class Store:
         )
 
     async def start(self) -> None:
-        self.pool = await asyncpg.create_pool(
+        self.pool = await create_pool(
             self._dsn,
-            min_size=2,
+            application_name="mesa-engine",
             max_size=self._pool_size,
-            server_settings={"role": APP_ROLE, "application_name": "mesa-engine"},
-            # single statements only; the advisory locks live on the lock connection
+            # single statements and short transactions only (the fairness checkpoint's lock is
+            # transaction-scoped); the session advisory locks live on the lock connection
             reset=keep_session,
         )
         self._lock_conn = await self._connect()
@@ -155,6 +157,11 @@ class Store:
         if self.pool is None:
             raise RuntimeError("store not started")
         return self.pool
+
+    @property
+    def started_pool(self) -> asyncpg.Pool:
+        """The pool, once `start` opened it (the engine's fairness log shares it)."""
+        return self._pool()
 
     # ------------------------------------------------------------------ matches
 
@@ -208,12 +215,12 @@ class Store:
         process holds (from `pg_locks`): a scanner then tries only the matches it could take,
         not one lock round trip per match every other replica runs."""
         owned_filter = (
-            " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND "
+            " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.granted AND "  # noqa: S608 (fixed SQL fragments of this module; values are bound)
             + lock_held_sql("l", "m.match_id")
             + ")"
         )
         query = (
-            "SELECT m.match_id FROM engine.matches m WHERE NOT EXISTS"
+            "SELECT m.match_id FROM engine.matches m WHERE NOT EXISTS"  # noqa: S608 (fixed SQL fragments of this module; values are bound)
             " (SELECT 1 FROM engine.match_closed c WHERE c.match_id = m.match_id)"
             + (owned_filter if unowned else "")
             + " ORDER BY m.created_at LIMIT $1"

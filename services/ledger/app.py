@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import re
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from litestar import Litestar, MediaType, Response, get
+from litestar import Litestar, MediaType, Response, get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery
+from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -27,9 +26,15 @@ from ledger import chain, reports
 from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
-from services.common.app import DirectRoute, create_service_app
+from services.common.app import create_service_app
+from services.common.auth import (
+    CASHIER,
+    ENGINE,
+    GATEWAY,
+    MATCHMAKING,
+    callers_opt,
+)
 from services.common.config import Settings
-from services.common.direct import JsonPost
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.common.metrics import (
@@ -40,8 +45,13 @@ from services.common.metrics import (
     child,
 )
 from services.ledger.contract import (
+    MAX_JOURNAL_PAGE,
+    MAX_POTS_PAGE,
+    MAX_STATEMENT_PAGE,
+    AccountOpened,
     DepositRequest,
     HoldRequest,
+    OpenAccount,
     ReleaseRequest,
     ReversalRequest,
     SettleMatchRequest,
@@ -92,6 +102,15 @@ def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
 
 
+# Who may move a player's money in and out: the gateway's finance screens and the cashier tools.
+CASHIER_DESK = callers_opt(GATEWAY, CASHIER)
+
+
+async def _posted(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
+    """The posting's result document, passed through to the caller as it is."""
+    return Response(await _post(state, operation, args), media_type=MediaType.JSON)
+
+
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
@@ -107,32 +126,34 @@ async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     return raw.encode()
 
 
-async def _deposit(state: State, _: dict[str, str], data: DepositRequest) -> bytes:
+@post("/v1/deposits", status_code=200, opt=CASHIER_DESK)
+async def deposit(state: State, data: JSONBody[DepositRequest]) -> Response[bytes]:
     args = _ledger(state).deposit_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
-    return await _post(state, "deposit", args)
+    return await _posted(state, "deposit", args)
 
 
-async def _withdraw(state: State, _: dict[str, str], data: WithdrawRequest) -> bytes:
+@post("/v1/withdrawals", status_code=200, opt=CASHIER_DESK)
+async def withdraw(state: State, data: JSONBody[WithdrawRequest]) -> Response[bytes]:
     args = _ledger(state).withdraw_args(
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
-    return await _post(state, "withdraw", args)
+    return await _posted(state, "withdraw", args)
 
 
-async def _reverse(state: State, _: dict[str, str], data: ReversalRequest) -> bytes:
+@post("/v1/reversals", status_code=200, opt=CASHIER_DESK)
+async def reverse(state: State, data: JSONBody[ReversalRequest]) -> Response[bytes]:
     args = _ledger(state).reverse_args(data.idempotency_key, data.entry_id, data.reference)
-    return await _post(state, "reverse", args)
+    return await _posted(state, "reverse", args)
 
 
-# Every posting route is answered ahead of Litestar's router (services.common.direct): per
-# request, Litestar's routing, signature parsing and response building cost about as much CPU
-# as the posting's own Python work. Same middleware, same refusals. The table's money (holds,
-# releases, match start, settlement, void) goes through the group commit; cashier work alone.
+# The table's money (holds, releases, match start, settlement, void) goes through the group
+# commit like the cashier's; each route accepts only the service that runs that step.
 
 
-async def _hold(state: State, _: dict[str, str], data: HoldRequest) -> bytes:
+@post("/v1/holds", status_code=200, opt=callers_opt(MATCHMAKING))
+async def hold(state: State, data: JSONBody[HoldRequest]) -> Response[bytes]:
     args = _ledger(state).hold_args(
         data.idempotency_key,
         data.player,
@@ -141,56 +162,65 @@ async def _hold(state: State, _: dict[str, str], data: HoldRequest) -> bytes:
         data.currency,
         data.table_id,
     )
-    return await _post(state, "hold", args)
+    return await _posted(state, "hold", args)
 
 
-async def _release(state: State, _: dict[str, str], data: ReleaseRequest) -> bytes:
-    return await _post(
+@post("/v1/holds/release", status_code=200, opt=callers_opt(MATCHMAKING))
+async def release(state: State, data: JSONBody[ReleaseRequest]) -> Response[bytes]:
+    return await _posted(
         state, "release", _ledger(state).release_args(data.idempotency_key, data.reservation_id)
     )
 
 
-async def _start_match(state: State, _: dict[str, str], data: StartMatchRequest) -> bytes:
+@post("/v1/matches/start", status_code=200, opt=callers_opt(MATCHMAKING))
+async def start_match(state: State, data: JSONBody[StartMatchRequest]) -> Response[bytes]:
     seats = [Seat(s.seat, s.player, s.reservation_id) for s in data.seats]
     args = _ledger(state).start_args(
         data.idempotency_key, data.match_id, data.tier, data.variant, seats, data.currency
     )
-    return await _post(state, "start", args)
+    return await _posted(state, "start", args)
 
 
-async def _settle_match(state: State, _: dict[str, str], data: SettleMatchRequest) -> bytes:
+@post("/v1/matches/settle", status_code=200, opt=callers_opt(ENGINE))
+async def settle_match(state: State, data: JSONBody[SettleMatchRequest]) -> Response[bytes]:
     settings: Settings = state.settings
     winners = [Winner(w.player, w.shares) for w in data.winners]
     args = _ledger(state).settle_args(
         data.idempotency_key, data.match_id, winners, settings.commission_rate_bp
     )
-    return await _post(state, "settle", args)
+    return await _posted(state, "settle", args)
 
 
-async def _void_match(state: State, _: dict[str, str], data: VoidMatchRequest) -> bytes:
+@post("/v1/matches/void", status_code=200, opt=callers_opt(ENGINE, MATCHMAKING))
+async def void_match(state: State, data: JSONBody[VoidMatchRequest]) -> Response[bytes]:
     args = _ledger(state).void_args(data.idempotency_key, data.match_id, data.reason)
-    return await _post(state, "void", args)
+    return await _posted(state, "void", args)
 
 
-def _direct(path: str, kind: type[Any], handler: Any) -> DirectRoute:
-    # Strict msgspec decoding: a string where a number belongs is refused, not coerced.
-    decoder = msgspec.json.Decoder(kind)
-    return DirectRoute(re.compile(re.escape(path)), path, JsonPost(decoder, handler))
+# Reads: the gateway's player and finance screens (and the cashier tools, a wallet).
+WALLET_READERS = callers_opt(GATEWAY, CASHIER)
+REPORT_READERS = callers_opt(GATEWAY)
 
 
-DIRECT_ROUTES = (
-    _direct("/v1/deposits", DepositRequest, _deposit),
-    _direct("/v1/withdrawals", WithdrawRequest, _withdraw),
-    _direct("/v1/reversals", ReversalRequest, _reverse),
-    _direct("/v1/holds", HoldRequest, _hold),
-    _direct("/v1/holds/release", ReleaseRequest, _release),
-    _direct("/v1/matches/start", StartMatchRequest, _start_match),
-    _direct("/v1/matches/settle", SettleMatchRequest, _settle_match),
-    _direct("/v1/matches/void", VoidMatchRequest, _void_match),
-)
+@post("/v1/accounts", status_code=200, opt=CASHIER_DESK)
+async def open_account(state: State, data: JSONBody[OpenAccount]) -> AccountOpened:
+    """Open a player's wallet (the gateway, when a player registers); idempotent."""
+    try:
+        opened = await _ledger(state).open_wallet(data.player, data.currency)
+    except LedgerError as exc:
+        if exc.status >= 500:
+            log.error("ledger_error", code=exc.code, detail=exc.detail, operation="open_wallet")
+            raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
+        raise ServiceError(exc.status, exc.code, exc.detail) from None
+    return AccountOpened(
+        player=opened.player,
+        account=opened.account,
+        currency=opened.currency,
+        opened=opened.opened,
+    )
 
 
-@get("/v1/wallets/{player:str}")
+@get("/v1/wallets/{player:str}", opt=WALLET_READERS)
 async def wallet(player: FromPath[str], state: State) -> WalletBalance:
     found = await _ledger(state).wallet_balance(player)
     if found is None:
@@ -235,7 +265,7 @@ def _rows(rows: list[dict[str, Any]], fmt: str) -> Response[Any]:
     return _json(reports.to_json(rows))
 
 
-@get("/v1/reports/trial-balance")
+@get("/v1/reports/trial-balance", opt=REPORT_READERS)
 async def trial_balance_report(
     state: State, at: FromQuery[str | None] = None, format: FromQuery[str] = "json"
 ) -> Response[Any]:
@@ -247,18 +277,24 @@ async def trial_balance_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/pots")
+@get("/v1/reports/pots", opt=REPORT_READERS)
 async def pots_report(
-    state: State, status: FromQuery[str | None] = None, format: FromQuery[str] = "json"
+    state: State,
+    status: FromQuery[str | None] = None,
+    after: Annotated[str | None, Parameter(min_length=1, max_length=128)] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = MAX_POTS_PAGE,
+    format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of pots, oldest first, after the pot of match `after`; a page shorter than
+    `limit` is the last."""
     if status not in (None, "open", "settled", "voided"):
         raise ServiceError(400, "invalid_status", "status must be open, settled or voided")
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.pots(conn, status)
+        rows = await reports.pots(conn, status, after=after, limit=limit)
     return _rows(rows, format)
 
 
-@get("/v1/reports/commission")
+@get("/v1/reports/commission", opt=REPORT_READERS)
 async def commission_report(
     state: State,
     by: FromQuery[str] = "day,tier,variant",
@@ -276,17 +312,25 @@ async def commission_report(
     return _rows(rows, format)
 
 
-@get("/v1/reports/statements/{player:str}")
+@get("/v1/reports/statements/{player:str}", opt=REPORT_READERS)
 async def statement_report(
     player: FromPath[str],
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_STATEMENT_PAGE)] = MAX_STATEMENT_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of the wallet's lines after version `after` (`next`: the page after)."""
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.statement(
-            conn, player, _parse_time("since", since), _parse_time("until", until)
+            conn,
+            player,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=after,
+            limit=limit,
         )
     if report is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
@@ -295,7 +339,7 @@ async def statement_report(
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/balance")
+@get("/v1/reports/balance", opt=REPORT_READERS)
 async def balance_report(
     state: State, account: FromQuery[str], at: FromQuery[str]
 ) -> Response[Any]:
@@ -309,26 +353,54 @@ async def balance_report(
     return _json(reports.to_json({"account": account, "at": when, "balance": balance}))
 
 
-@get("/v1/reports/journal")
+def _journal_cursor(raw: str | None) -> tuple[int, int]:
+    if raw is None or raw == "":
+        return (0, 0)
+    entry, _, leg = raw.partition(":")
+    if not (entry.isdigit() and leg.isdigit() and len(entry) <= 18 and len(leg) <= 4):
+        raise ServiceError(400, "invalid_cursor", "after is ENTRY:LEG (a page's next)")
+    return int(entry), int(leg)
+
+
+@get("/v1/reports/journal", opt=REPORT_READERS)
 async def journal_report(
     state: State,
     since: FromQuery[str | None] = None,
     until: FromQuery[str | None] = None,
+    after: FromQuery[str | None] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_JOURNAL_PAGE)] = MAX_JOURNAL_PAGE,
     format: FromQuery[str] = "json",
 ) -> Response[Any]:
+    """One page of postings after `after` (ENTRY:LEG), as {rows, next} or as CSV rows."""
+    cursor = _journal_cursor(after)
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.journal(conn, _parse_time("since", since), _parse_time("until", until))
-    return _rows(rows, format)
+        rows = await reports.journal(
+            conn,
+            _parse_time("since", since),
+            _parse_time("until", until),
+            after=cursor,
+            limit=limit + 1,
+        )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if format == "csv":
+        return Response(reports.to_csv(rows, list(reports.JOURNAL_COLUMNS)), media_type="text/csv")
+    if format != "json":
+        raise ServiceError(400, "invalid_format", "format must be json or csv")
+    last = rows[-1] if rows else None
+    page = {"rows": rows, "next": f"{last['entry_id']}:{last['leg']}" if more and last else None}
+    # compact: a page is read by a program (the gateway's export), not by a person
+    return Response(msgspec.json.encode(page), media_type=MediaType.JSON)
 
 
-@get("/v1/reports/reconcile")
+@get("/v1/reports/reconcile", opt=REPORT_READERS)
 async def reconcile_report(state: State, date: FromQuery[str | None] = None) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         report = await reports.reconcile(conn, _parse_date("date", date))
     return _json(reports.to_json(report))
 
 
-@get("/v1/reports/chain")
+@get("/v1/reports/chain", opt=REPORT_READERS)
 async def chain_report(state: State) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
         await chain.seal(conn)
@@ -424,6 +496,8 @@ def create_app(
         app.state.ledger = await Ledger.connect(
             settings.database_url, min_size=2, max_size=pool_size, application_name="mesa-ledger"
         )
+        # The service's one database path: postings, reports, the sealer and /health.
+        app.state.db = app.state.ledger.pool
         app.state.group_commit = _GROUP_COMMIT_METRICS.group = GroupCommit(app.state.ledger)
         if seal_in_background:
             app.state.sealer = asyncio.create_task(_sealer(app))
@@ -447,6 +521,15 @@ def create_app(
         "ledger",
         settings,
         [
+            deposit,
+            withdraw,
+            reverse,
+            hold,
+            release,
+            start_match,
+            settle_match,
+            void_match,
+            open_account,
             wallet,
             trial_balance_report,
             pots_report,
@@ -457,8 +540,7 @@ def create_app(
             reconcile_report,
             chain_report,
         ],
-        direct_routes=DIRECT_ROUTES,
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],
-        pool_size=2,
+        pool_size=None,
     )

@@ -19,9 +19,15 @@ Endpoints (all need a service credential; 4xx bodies are ``{"error": code, "deta
     GET  /v1/reports/trial-balance[?at=ISO]
     GET  /v1/reports/pots[?status=open|settled|voided][&format=csv]
     GET  /v1/reports/commission[?by=day,tier,variant][&since=&until=][&format=csv]
-    GET  /v1/reports/statements/{player}[?since=&until=][&format=csv]
+    POST /v1/accounts                      OpenAccount      -> AccountOpened (gateway)
+    GET  /v1/reports/statements/{player}[?since=&until=][&after=VERSION&limit=N][&format=csv]
+                                           -> StatementPage (lines after wallet version VERSION)
     GET  /v1/reports/balance?account=CODE&at=ISO
-    GET  /v1/reports/journal[?since=&until=][&format=csv]
+    GET  /v1/reports/journal[?since=&until=][&after=ENTRY:LEG&limit=N][&format=csv]
+                                           -> JournalPage (postings after ENTRY:LEG)
+
+Long lists are pages: at most `MAX_STATEMENT_PAGE` lines / `MAX_JOURNAL_PAGE` postings
+(`limit`, default the maximum); `next` is the `after` of the next page, null on the last.
     GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
     GET  /v1/reports/chain                 (verify the hash chain)
 """
@@ -33,15 +39,28 @@ from typing import Annotated
 import msgspec
 
 from ledger.models import EntryResult, Payout, PostingOut
+from services.common.http import FILL_FIRST
 
 # With several ledger replicas (`mesa up --ledgers N`, MESA_LEDGER_URL comma-separated), a
-# caller fills one replica up to this many requests in flight before it sends to the next
-# (`services.common.http.InternalClient.of`): half the group commit's largest batch, the
-# point at which one replica starts a second call (ledger/batch.py, `open_slot_at`).
-REPLICA_FILL = 16
+# caller fills one replica up to this many requests in flight before it sends to the next;
+# the client's routing rule owns the number (`services.common.http.FILL_FIRST`).
+REPLICA_FILL = FILL_FIRST["ledger"]
+
+MAX_STATEMENT_PAGE = 1000
+MAX_JOURNAL_PAGE = 5000
+MAX_POTS_PAGE = 1000
 
 __all__ = [
+    "MAX_JOURNAL_PAGE",
+    "MAX_POTS_PAGE",
+    "MAX_STATEMENT_PAGE",
     "REPLICA_FILL",
+    "AccountOpened",
+    "JournalPage",
+    "JournalRow",
+    "OpenAccount",
+    "StatementLine",
+    "StatementPage",
     "DepositRequest",
     "EntryResult",
     "HoldRequest",
@@ -159,3 +178,61 @@ class WalletBalance(msgspec.Struct, frozen=True):
     currency: str
     balance: int
     version: int
+
+
+class OpenAccount(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Open a player's wallet (at sign-up); opening an open wallet changes nothing. Every
+    posting to a wallet that was never opened is refused with 404 ``unknown_account``."""
+
+    player: PlayerId
+    currency: Currency = "USD"
+
+
+class AccountOpened(msgspec.Struct, frozen=True):
+    player: str
+    account: str
+    currency: str
+    opened: bool  # false: it was open already
+
+
+class StatementLine(msgspec.Struct, frozen=True):
+    entry_id: int
+    created_at: str
+    kind: str
+    match_id: str | None
+    reference: str | None
+    amount: int
+    balance: int
+    version: int
+
+
+class StatementPage(msgspec.Struct, frozen=True):
+    """A page of a wallet's statement; the balances are those of the whole period."""
+
+    player: str
+    account: str
+    currency: str
+    opening_balance: int
+    closing_balance: int
+    lines: list[StatementLine]
+    next: int | None = None
+
+
+class JournalRow(msgspec.Struct, frozen=True):
+    entry_id: int
+    created_at: str
+    kind: str
+    idempotency_key: str
+    match_id: str | None
+    reference: str | None
+    leg: int
+    account: str
+    amount: int
+    currency: str
+    balance_after: int
+    version_after: int
+
+
+class JournalPage(msgspec.Struct, frozen=True):
+    rows: list[JournalRow]
+    next: str | None = None  # "ENTRY:LEG" of the last row, when more follow

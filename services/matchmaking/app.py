@@ -4,27 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 
 import httpx
-import msgspec
 from litestar import Litestar, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody
 
-from services.common.app import DirectRoute, create_service_app
+from services.common.app import create_service_app
+from services.common.auth import GATEWAY, callers_opt
 from services.common.config import Settings
-from services.common.direct import JsonPost
+from services.common.db import create_pool, keep_session
 from services.common.errors import bad_request
 from services.common.http import InternalClient
 from services.common.logging import get_logger
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig, load_config
-from services.matchmaking.db import Database
 from services.matchmaking.kinds import CATALOGUE
 from services.matchmaking.service import Clock, JoinSpec, Matchmaker, _hash, wall_clock_ms
 
 log = get_logger()
+# Every route serves the gateway's lobby and table screens.
+LOBBY = callers_opt(GATEWAY)
 
 
 def _mm(state: State) -> Matchmaker:
@@ -32,12 +32,12 @@ def _mm(state: State) -> Matchmaker:
     return mm
 
 
-@get("/v1/kinds")
+@get("/v1/kinds", opt=LOBBY)
 async def list_kinds(state: State) -> c.KindList:
     return _mm(state).kinds()
 
 
-@get("/v1/lobby")
+@get("/v1/lobby", opt=LOBBY)
 async def lobby(
     state: State, kind: FromQuery[str | None] = None, tier: FromQuery[str | None] = None
 ) -> c.Lobby:
@@ -61,27 +61,17 @@ async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate)
     return await mm.join(spec)
 
 
-# Quick join, the route every seat of the lobby goes through, is answered ahead of Litestar's
-# router (services.common.direct): Litestar's per-request signature parsing, dependency
-# resolution and response building cost about a sixth of this service's CPU per seat (py-spy).
-# Same middleware (service credential, request id, metrics) and the same answers: the body
-# decoded by msgspec against the contract (400 invalid_request), a ServiceError as
-# {"error", "detail"}, anything else a logged 500.
-async def _quick(state: State, _: dict[str, str], data: c.QuickJoin) -> c.JoinResult:
+@post("/v1/join/quick", status_code=200, opt=LOBBY)
+async def quick_join(state: State, data: JSONBody[c.QuickJoin]) -> c.JoinResult:
     return await _join_kind(state, "quick", data)
 
 
-quick_join = JsonPost(msgspec.json.Decoder(c.QuickJoin), _quick)
-
-DIRECT_ROUTES = (DirectRoute(re.compile(r"/v1/join/quick"), "/v1/join/quick", quick_join),)
-
-
-@post("/v1/tables/private", status_code=200)
+@post("/v1/tables/private", status_code=200, opt=LOBBY)
 async def create_private(state: State, data: JSONBody[c.CreatePrivate]) -> c.JoinResult:
     return await _join_kind(state, "private", data)
 
 
-@post("/v1/join/code", status_code=200)
+@post("/v1/join/code", status_code=200, opt=LOBBY)
 async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResult:
     spec = JoinSpec(
         "code",
@@ -94,7 +84,7 @@ async def join_by_code(state: State, data: JSONBody[c.JoinByCode]) -> c.JoinResu
     return await _mm(state).join(spec)
 
 
-@post("/v1/tables/cpu", status_code=200)
+@post("/v1/tables/cpu", status_code=200, opt=LOBBY)
 async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult:
     mm = _mm(state)
     tiers = mm.config.offered_tiers(data.kind)
@@ -107,27 +97,27 @@ async def play_vs_cpu(state: State, data: JSONBody[c.PlayVsCpu]) -> c.JoinResult
     return await mm.join(spec)
 
 
-@post("/v1/leave", status_code=200)
+@post("/v1/leave", status_code=200, opt=LOBBY)
 async def leave(state: State, data: JSONBody[c.Leave]) -> c.LeaveResult:
     return await _mm(state).leave(data)
 
 
-@post("/v1/heartbeat", status_code=200)
+@post("/v1/heartbeat", status_code=200, opt=LOBBY)
 async def heartbeat(state: State, data: JSONBody[c.Heartbeat]) -> c.HeartbeatResult:
     return await _mm(state).heartbeat(data)
 
 
-@post("/v1/disconnect", status_code=200)
+@post("/v1/disconnect", status_code=200, opt=LOBBY)
 async def disconnect(state: State, data: JSONBody[c.Heartbeat]) -> c.HeartbeatResult:
     return await _mm(state).heartbeat(data, disconnect=True)
 
 
-@get("/v1/players/{player_id:str}/tables")
+@get("/v1/players/{player_id:str}/tables", opt=LOBBY)
 async def player_tables(state: State, player_id: FromPath[str]) -> c.PlayerTables:
     return await _mm(state).player_tables(player_id[:64])
 
 
-@get("/v1/tables/{table_id:str}")
+@get("/v1/tables/{table_id:str}", opt=LOBBY)
 async def table_status(state: State, table_id: FromPath[str]) -> c.TableStatus:
     return await _mm(state).table_status(table_id[:64])
 
@@ -140,6 +130,7 @@ def _check_partner(kind: str, partner_id: str | None) -> None:
 ROUTE_HANDLERS = [
     list_kinds,
     lobby,
+    quick_join,
     create_private,
     join_by_code,
     play_vs_cpu,
@@ -149,6 +140,10 @@ ROUTE_HANDLERS = [
     player_tables,
     table_status,
 ]
+
+
+# A statement far slower than this means a stuck database: fail the request, keep the pool.
+STATEMENT_TIMEOUT_S = 10
 
 
 def create_app(
@@ -165,8 +160,13 @@ def create_app(
     async def start(app: Litestar) -> None:
         ledger = InternalClient.of("ledger", settings, "matchmaking", transport=ledger_transport)
         engine = InternalClient.of("engine", settings, "matchmaking", transport=engine_transport)
-        db = await Database.connect(
-            settings.database_url, max_size=pool_size, application_name="mesa-matchmaking"
+        # The service's one database path: joins, sweeps and /health share this pool.
+        db = app.state.db = await create_pool(
+            settings.database_url,
+            application_name="mesa-matchmaking",
+            max_size=pool_size,
+            command_timeout_s=STATEMENT_TIMEOUT_S,
+            reset=keep_session,
         )
         app.state.matchmaker = Matchmaker(
             db, cfg, ledger=ledger, engine=engine, currency=settings.currency, clock=clock
@@ -190,11 +190,9 @@ def create_app(
         "matchmaking",
         settings,
         route_handlers=ROUTE_HANDLERS,
-        direct_routes=DIRECT_ROUTES,
         on_startup=[start],
         on_shutdown=[stop],
-        # The shared engine serves /health only; matchmaking runs on its own asyncpg pool.
-        pool_size=2,
+        pool_size=None,
     )
 
 

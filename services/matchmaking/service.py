@@ -43,7 +43,6 @@ from services.ledger.contract import (
 )
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig
-from services.matchmaking.db import RETRY_SQLSTATES, Conn, Database, text
 from services.matchmaking.kinds import CATALOGUE, TIERS, Kind
 
 log = get_logger()
@@ -52,6 +51,10 @@ Clock = Callable[[], int]
 # Ledger refusals that mean a hold is already gone: releasing it again is done.
 _RELEASE_DONE = {"hold_closed", "unknown_hold"}
 _INVITE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+
+
+# Lost races, retried: a concurrent insert of the same key, serialization, deadlock.
+RETRY_SQLSTATES = frozenset({"23505", "40001", "40P01"})
 
 
 def wall_clock_ms() -> int:
@@ -145,7 +148,7 @@ _TABLE_SQL = "SELECT matchmaking.table_json($1)::text"
 class Matchmaker:
     def __init__(
         self,
-        db: Database,
+        db: asyncpg.Pool,
         config: MatchmakingConfig,
         *,
         ledger: InternalClient,
@@ -195,11 +198,8 @@ class Matchmaker:
             raise not_found("unknown_kind", f"no table kind {kind!r} is offered")
         if tier is not None and tier not in TIERS:
             raise bad_request("tier_not_offered", f"no tier {tier!r}")
-        async with self.db.connect_() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        """
+        rows = await self.db.fetch(
+            """
                         SELECT t.id, t.kind, t.tier, t.stake_cents, t.seat_count, t.taken,
                                coalesce((SELECT array_agg(r.seat) FROM matchmaking.reservations r
                                          WHERE r.table_id = t.id AND r.is_live
@@ -208,25 +208,25 @@ class Matchmaker:
                         FROM matchmaking.tables t
                         WHERE t.status = 'waiting' AND NOT t.private AND NOT t.vs_cpu
                           AND t.taken < t.seat_count
-                          AND (CAST(:kind AS text) IS NULL OR t.kind = :kind)
-                          AND (CAST(:tier AS text) IS NULL OR t.tier = :tier)
+                          AND (CAST($1 AS text) IS NULL OR t.kind = $1)
+                          AND (CAST($2 AS text) IS NULL OR t.tier = $2)
                         ORDER BY t.kind, t.tier, t.taken DESC, t.created_ms
-                        LIMIT :limit
-                        """
-                    ),
-                    {"kind": kind, "tier": tier, "limit": self.config.lobby_limit},
-                )
-            ).all()
+                        LIMIT $3
+            """,
+            kind,
+            tier,
+            self.config.lobby_limit,
+        )
         return c.Lobby(
             tables=[
                 c.LobbyTable(
-                    table_id=r.id,
-                    kind=r.kind,
-                    tier=r.tier,
-                    stake_cents=r.stake_cents,
-                    seat_count=r.seat_count,
-                    taken=r.taken,
-                    free_seats=[s for s in range(r.seat_count) if s not in r.seats],
+                    table_id=r["id"],
+                    kind=r["kind"],
+                    tier=r["tier"],
+                    stake_cents=r["stake_cents"],
+                    seat_count=r["seat_count"],
+                    taken=r["taken"],
+                    free_seats=[s for s in range(r["seat_count"]) if s not in r["seats"]],
                 )
                 for r in rows
             ]
@@ -278,7 +278,7 @@ class Matchmaker:
         last: asyncpg.PostgresError | None = None
         for attempt in range(self.config.tx_attempts):
             try:
-                return await self.db.pool.fetchval(sql, *args())
+                return await self.db.fetchval(sql, *args())
             except asyncpg.PostgresError as exc:
                 state = _sqlstate(exc)
                 if state.startswith("MM"):
@@ -299,33 +299,28 @@ class Matchmaker:
         Whether a match has ended is the engine's to say; a table found over is marked
         'finished' once, so later listings skip it without asking again.
         """
-        async with self.db.connect_() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT r.table_id, t.status, t.match_id FROM matchmaking.reservations r "
-                        "JOIN matchmaking.tables t ON t.id = r.table_id "
-                        "WHERE r.player_id = :p AND r.is_live "
-                        "AND r.status IN ('pending','seated','staked') "
-                        "AND t.status NOT IN ('finished', 'voided') "
-                        "ORDER BY r.created_ms DESC LIMIT :limit"
-                    ),
-                    {"p": player_id, "limit": self.config.lobby_limit},
-                )
-            ).all()
+        rows = await self.db.fetch(
+            "SELECT r.table_id, t.status, t.match_id FROM matchmaking.reservations r "
+            "JOIN matchmaking.tables t ON t.id = r.table_id "
+            "WHERE r.player_id = $1 AND r.is_live "
+            "AND r.status IN ('pending','seated','staked') "
+            "AND t.status NOT IN ('finished', 'voided') "
+            "ORDER BY r.created_ms DESC LIMIT $2",
+            player_id,
+            self.config.lobby_limit,
+        )
         live: list[str] = []
         for row in rows:
-            if row.status == "playing" and row.match_id and await self._match_over(row.match_id):
-                async with self.db.begin() as conn:
-                    await conn.execute(
-                        text(
-                            "UPDATE matchmaking.tables SET status = 'finished', updated_ms = :now "
-                            "WHERE id = :id AND status = 'playing'"
-                        ),
-                        {"id": row.table_id, "now": self.clock()},
-                    )
+            match_id = row["match_id"]
+            if row["status"] == "playing" and match_id and await self._match_over(match_id):
+                await self.db.execute(
+                    "UPDATE matchmaking.tables SET status = 'finished', updated_ms = $2 "
+                    "WHERE id = $1 AND status = 'playing'",
+                    row["table_id"],
+                    self.clock(),
+                )
                 continue
-            live.append(row.table_id)
+            live.append(row["table_id"])
         return c.PlayerTables(tables=[await self.table_status(i) for i in live])
 
     async def _match_over(self, match_id: str) -> bool:
@@ -448,12 +443,12 @@ class Matchmaker:
         result = msgspec.json.decode(body, type=c.JoinResult)
         return msgspec.structs.replace(result, replayed=True)
 
-    async def _retrying(self, work: Callable[[Conn], Any]) -> Any:
+    async def _retrying(self, work: Callable[[asyncpg.Connection], Any]) -> Any:
         """A multi-statement transaction (rare paths: refusals, repairs, expiry), retried."""
         last: asyncpg.PostgresError | None = None
         for attempt in range(self.config.tx_attempts):
             try:
-                async with self.db.begin() as conn:
+                async with self.db.acquire() as conn, conn.transaction():
                     return await work(conn)
             except asyncpg.PostgresError as exc:
                 if _sqlstate(exc) not in RETRY_SQLSTATES:
@@ -464,27 +459,22 @@ class Matchmaker:
         raise ServiceError(503, "busy", "too much contention; retry with the same key")
 
     async def _store_response(self, spec: JoinSpec | c.Leave, status: int, body: bytes) -> None:
-        async with self.db.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.requests SET response = :b, response_status = :s "
-                    "WHERE player_id = :p AND idempotency_key = :k"
-                ),
-                {"b": body, "s": status, "p": spec.player_id, "k": spec.idempotency_key},
-            )
+        await self.db.execute(
+            "UPDATE matchmaking.requests SET response = $1, response_status = $2 "
+            "WHERE player_id = $3 AND idempotency_key = $4",
+            body,
+            status,
+            spec.player_id,
+            spec.idempotency_key,
+        )
 
     async def _load_reservations(self, ids: Sequence[str]) -> list[Res]:
-        async with self.db.connect_() as conn:
-            rows = (
-                await conn.execute(
-                    text(
-                        "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
-                        "FROM matchmaking.reservations WHERE id = ANY(:ids) ORDER BY seat"
-                    ),
-                    {"ids": list(ids)},
-                )
-            ).all()
-        return [Res(**r._mapping) for r in rows]
+        rows = await self.db.fetch(
+            "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
+            "FROM matchmaking.reservations WHERE id = ANY($1) ORDER BY seat",
+            list(ids),
+        )
+        return [Res(**r) for r in rows]
 
     # ------------------------------------------------------------------ holds
 
@@ -533,23 +523,19 @@ class Matchmaker:
         table_id = failed[0].table_id
         now = self.clock()
 
-        async def work(conn: Conn) -> None:
+        async def work(conn: asyncpg.Connection) -> None:
             await conn.execute(
-                text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table_id}
+                "SELECT 1 FROM matchmaking.tables WHERE id = $1 FOR UPDATE", table_id
             )
             held_ids = [r.id for r in held]
             for r in failed:
                 await conn.execute(
-                    text(
-                        "UPDATE matchmaking.reservations SET status = :st, reason = :why, "
-                        "updated_ms = :now WHERE id = :id AND status IN ('pending','seated')"
-                    ),
-                    {
-                        "st": "releasing" if r.id in held_ids else "failed",
-                        "why": reason,
-                        "now": now,
-                        "id": r.id,
-                    },
+                    "UPDATE matchmaking.reservations SET status = $1, reason = $2, "
+                    "updated_ms = $3 WHERE id = $4 AND status IN ('pending','seated')",
+                    "releasing" if r.id in held_ids else "failed",
+                    reason,
+                    now,
+                    r.id,
                 )
             await self._recount(conn, table_id, now)
 
@@ -557,14 +543,13 @@ class Matchmaker:
         for r in held:
             await self._release(r.id)
 
-    async def _recount(self, conn: Conn, table_id: str, now: int) -> None:
+    async def _recount(self, conn: asyncpg.Connection, table_id: str, now: int) -> None:
         await conn.execute(
-            text(
-                "UPDATE matchmaking.tables SET updated_ms = :now, taken = (SELECT count(*) FROM "
-                "matchmaking.reservations r WHERE r.table_id = :t AND r.is_live "
-                "AND r.status IN ('pending','seated','staked')) WHERE id = :t"
-            ),
-            {"t": table_id, "now": now},
+            "UPDATE matchmaking.tables SET updated_ms = $1, taken = (SELECT count(*) FROM "
+            "matchmaking.reservations r WHERE r.table_id = $2 AND r.is_live "
+            "AND r.status IN ('pending','seated','staked')) WHERE id = $2",
+            now,
+            table_id,
         )
 
     async def _release(self, reservation_id: str) -> bool:
@@ -583,14 +568,12 @@ class Matchmaker:
                 return False
         except ServiceUnavailable:
             return False
-        async with self.db.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.reservations SET status = 'released', updated_ms = :now "
-                    "WHERE id = :id AND status = 'releasing'"
-                ),
-                {"id": reservation_id, "now": self.clock()},
-            )
+        await self.db.execute(
+            "UPDATE matchmaking.reservations SET status = 'released', updated_ms = $1 "
+            "WHERE id = $2 AND status = 'releasing'",
+            self.clock(),
+            reservation_id,
+        )
         return True
 
     # ------------------------------------------------------------------ leaving and expiry
@@ -632,30 +615,24 @@ class Matchmaker:
     async def heartbeat(self, req: c.Heartbeat, *, disconnect: bool = False) -> c.HeartbeatResult:
         now = self.clock()
         if disconnect:
-            expr = "LEAST(expires_ms, CAST(:now AS bigint) + CAST(:grace AS bigint))"
+            expr = "LEAST(expires_ms, CAST($3 AS bigint) + CAST($4 AS bigint))"
+            extra_ms = self.config.disconnect_grace_ms
         else:
-            expr = "CAST(:now AS bigint) + CAST(:ttl AS bigint)"
-        async with self.db.begin() as conn:
-            row = (
-                await conn.execute(
-                    text(
-                        f"UPDATE matchmaking.reservations SET expires_ms = {expr} "
-                        "WHERE table_id = :t AND player_id = :p AND is_live "
-                        "AND status IN ('pending','seated') "
-                        "RETURNING expires_ms"
-                    ),
-                    {
-                        "t": req.table_id,
-                        "p": req.player_id,
-                        "now": now,
-                        "ttl": self.config.reservation_ttl_ms,
-                        "grace": self.config.disconnect_grace_ms,
-                    },
-                )
-            ).first()
-        if row is None:
+            expr = "CAST($3 AS bigint) + CAST($4 AS bigint)"
+            extra_ms = self.config.reservation_ttl_ms
+        expires_ms = await self.db.fetchval(
+            f"UPDATE matchmaking.reservations SET expires_ms = {expr} "  # noqa: S608 (`expr` is one of two fixed SQL expressions; values are bound)
+            "WHERE table_id = $1 AND player_id = $2 AND is_live "
+            "AND status IN ('pending','seated') "
+            "RETURNING expires_ms",
+            req.table_id,
+            req.player_id,
+            now,
+            extra_ms,
+        )
+        if expires_ms is None:
             raise not_found("not_seated", "the player has no reservation waiting at this table")
-        return c.HeartbeatResult(req.table_id, req.player_id, row.expires_ms)
+        return c.HeartbeatResult(req.table_id, req.player_id, expires_ms)
 
     # ------------------------------------------------------------------ starting
 
@@ -703,23 +680,23 @@ class Matchmaker:
         log.warning("pot_move_refused", table=table.id, code=exc.code, dropped=len(bad))
         now = self.clock()
 
-        async def work(conn: Conn) -> None:
+        async def work(conn: asyncpg.Connection) -> None:
             await conn.execute(
-                text("SELECT 1 FROM matchmaking.tables WHERE id = :t FOR UPDATE"), {"t": table.id}
+                "SELECT 1 FROM matchmaking.tables WHERE id = $1 FOR UPDATE", table.id
             )
             await conn.execute(
-                text(
-                    "UPDATE matchmaking.tables SET status = 'waiting', match_id = NULL, "
-                    "updated_ms = :now WHERE id = :t AND status = 'starting' AND match_id = :m"
-                ),
-                {"t": table.id, "m": table.match_id, "now": now},
+                "UPDATE matchmaking.tables SET status = 'waiting', match_id = NULL, "
+                "updated_ms = $1 WHERE id = $2 AND status = 'starting' AND match_id = $3",
+                now,
+                table.id,
+                table.match_id,
             )
             await conn.execute(
-                text(
-                    "UPDATE matchmaking.reservations SET status = 'releasing', reason = :why, "
-                    "updated_ms = :now WHERE id = ANY(:ids) AND status = 'seated'"
-                ),
-                {"ids": bad, "why": f"pot:{exc.code}", "now": now},
+                "UPDATE matchmaking.reservations SET status = 'releasing', reason = $1, "
+                "updated_ms = $2 WHERE id = ANY($3) AND status = 'seated'",
+                f"pot:{exc.code}",
+                now,
+                bad,
             )
             await self._recount(conn, table.id, now)
 
@@ -791,14 +768,14 @@ class Matchmaker:
         return await self._load_table(table.id)
 
     async def _set_status(self, table_id: str, old: str, new: str) -> None:
-        async with self.db.begin() as conn:
-            await conn.execute(
-                text(
-                    "UPDATE matchmaking.tables SET status = :new, updated_ms = :now "
-                    "WHERE id = :t AND status = :old"
-                ),
-                {"t": table_id, "old": old, "new": new, "now": self.clock()},
-            )
+        await self.db.execute(
+            "UPDATE matchmaking.tables SET status = $1, updated_ms = $2 "
+            "WHERE id = $3 AND status = $4",
+            new,
+            self.clock(),
+            table_id,
+            old,
+        )
 
     # ------------------------------------------------------------------ sweeper
 
@@ -815,55 +792,45 @@ class Matchmaker:
             "full": 0,
             "purged": 0,
         }
-        async with self.db.connect_() as conn:
-            expired = (
-                await conn.execute(
-                    text(
-                        "SELECT r.id, r.table_id FROM matchmaking.reservations r "
-                        "JOIN matchmaking.tables t ON t.id = r.table_id "
-                        "WHERE r.is_open AND r.status = 'seated' AND r.expires_ms < :now "
-                        "AND t.status = 'waiting' ORDER BY r.expires_ms LIMIT :n"
-                    ),
-                    {"now": now, "n": batch},
-                )
-            ).all()
-            stale = now - self.config.repair_after_ms
-            stuck = (
-                await conn.execute(
-                    text(
-                        "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
-                        "FROM matchmaking.reservations WHERE is_open "
-                        "AND status IN ('pending','releasing') "
-                        "AND updated_ms < :stale ORDER BY updated_ms LIMIT :n"
-                    ),
-                    {"stale": stale, "n": batch},
-                )
-            ).all()
-            tables = (
-                await conn.execute(
-                    text(
-                        "SELECT id, status, match_id FROM matchmaking.tables "
-                        "WHERE (status IN ('starting','started') OR (status = 'waiting' "
-                        "AND taken = seat_count)) AND updated_ms < :stale "
-                        "ORDER BY updated_ms LIMIT :n"
-                    ),
-                    {"stale": stale, "n": batch},
-                )
-            ).all()
-            purged = await conn.execute(
-                text(
-                    "DELETE FROM matchmaking.requests WHERE ctid = ANY(ARRAY(SELECT ctid FROM "
-                    "matchmaking.requests WHERE created_ms < :old ORDER BY created_ms "
-                    "LIMIT :n)) RETURNING 1"
-                ),
-                {"old": now - self.config.request_retention_ms, "n": batch},
+        stale = now - self.config.repair_after_ms
+        async with self.db.acquire() as conn:
+            expired = await conn.fetch(
+                "SELECT r.id, r.table_id FROM matchmaking.reservations r "
+                "JOIN matchmaking.tables t ON t.id = r.table_id "
+                "WHERE r.is_open AND r.status = 'seated' AND r.expires_ms < $1 "
+                "AND t.status = 'waiting' ORDER BY r.expires_ms LIMIT $2",
+                now,
+                batch,
             )
-            counts["purged"] = len(purged.all())
+            stuck = await conn.fetch(
+                "SELECT id, table_id, seat, player_id, status, stake_cents, expires_ms "
+                "FROM matchmaking.reservations WHERE is_open "
+                "AND status IN ('pending','releasing') "
+                "AND updated_ms < $1 ORDER BY updated_ms LIMIT $2",
+                stale,
+                batch,
+            )
+            tables = await conn.fetch(
+                "SELECT id, status, match_id FROM matchmaking.tables "
+                "WHERE (status IN ('starting','started') OR (status = 'waiting' "
+                "AND taken = seat_count)) AND updated_ms < $1 "
+                "ORDER BY updated_ms LIMIT $2",
+                stale,
+                batch,
+            )
+            purged = await conn.fetch(
+                "DELETE FROM matchmaking.requests WHERE ctid = ANY(ARRAY(SELECT ctid FROM "
+                "matchmaking.requests WHERE created_ms < $1 ORDER BY created_ms "
+                "LIMIT $2)) RETURNING 1",
+                now - self.config.request_retention_ms,
+                batch,
+            )
+            counts["purged"] = len(purged)
         for row in expired:
-            if await self._expire(row.id, row.table_id):
+            if await self._expire(row["id"], row["table_id"]):
                 counts["expired"] += 1
         for r in stuck:
-            res = Res(**r._mapping)
+            res = Res(**r)
             if res.status == "pending":
                 counts["pending"] += 1
                 await self._repair_pending(res)
@@ -871,38 +838,32 @@ class Matchmaker:
                 counts["releasing"] += 1
                 await self._release(res.id)
         for t in tables:
-            if t.status == "waiting":
+            if t["status"] == "waiting":
                 # full but not started (a refused pot move named no seat): try again
                 counts["full"] += 1
-                await self._try_start(t.id)
+                await self._try_start(t["id"])
                 continue
-            counts[t.status] += 1
-            await self._start(await self._load_table(t.id))
+            counts[t["status"]] += 1
+            await self._start(await self._load_table(t["id"]))
         return counts
 
     async def _expire(self, reservation_id: str, table_id: str) -> bool:
         now = self.clock()
 
-        async def work(conn: Conn) -> bool:
-            locked = (
-                await conn.execute(
-                    text("SELECT status FROM matchmaking.tables WHERE id = :t FOR UPDATE"),
-                    {"t": table_id},
-                )
-            ).scalar()
+        async def work(conn: asyncpg.Connection) -> bool:
+            locked = await conn.fetchval(
+                "SELECT status FROM matchmaking.tables WHERE id = $1 FOR UPDATE", table_id
+            )
             if locked != "waiting":
                 return False
-            changed = (
-                await conn.execute(
-                    text(
-                        "UPDATE matchmaking.reservations SET status = CASE WHEN stake_cents > 0 "
-                        "THEN 'releasing' ELSE 'released' END, reason = 'expired', "
-                        "updated_ms = :now WHERE id = :id AND status = 'seated' "
-                        "AND expires_ms < :now RETURNING stake_cents"
-                    ),
-                    {"id": reservation_id, "now": now},
-                )
-            ).first()
+            changed = await conn.fetchrow(
+                "UPDATE matchmaking.reservations SET status = CASE WHEN stake_cents > 0 "
+                "THEN 'releasing' ELSE 'released' END, reason = 'expired', "
+                "updated_ms = $1 WHERE id = $2 AND status = 'seated' "
+                "AND expires_ms < $1 RETURNING stake_cents",
+                now,
+                reservation_id,
+            )
             if changed is None:
                 return False
             await self._recount(conn, table_id, now)

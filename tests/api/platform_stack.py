@@ -32,10 +32,13 @@ COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway"]
 
 
 class Platform:
-    def __init__(self, gateways: list[Litestar], settings: Any) -> None:
+    def __init__(
+        self, gateways: list[Litestar], settings: Any, services: dict[str, Litestar] | None = None
+    ) -> None:
         self.gateways = gateways
         self.gateway = gateways[0]
         self.settings = settings
+        self.services = services or {}  # the internal services' apps, by name
 
     @asynccontextmanager
     async def client(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -68,7 +71,11 @@ async def platform(
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()
     engine_ledger.client = InternalClient(
-        "http://ledger", settings, "engine", transport=httpx.ASGITransport(app=ledger_app)
+        "http://ledger",
+        settings,
+        "engine",
+        audience="ledger",
+        transport=httpx.ASGITransport(app=ledger_app),
     )
     engine_app = create_engine_app(settings, ledger=engine_ledger, scan=False)
     mm_app = create_mm_app(
@@ -91,7 +98,8 @@ async def platform(
     async with AsyncExitStack() as stack:
         for app in (ledger_app, engine_app, mm_app, *gateway_apps):
             await stack.enter_async_context(app.lifespan())
-        yield Platform(gateway_apps, settings)
+        services = {"ledger": ledger_app, "engine": engine_app, "matchmaking": mm_app}
+        yield Platform(gateway_apps, settings, services)
 
 
 def _discard(stream: Iterator[str]) -> None:

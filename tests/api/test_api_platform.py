@@ -139,6 +139,28 @@ async def test_api_paid_pairs_match_end_to_end(platform_db, internal_secret, tmp
             assert listed
             assert (await aud.get("/api/audit/orphans")).status_code == 200
             assert (await aud.get("/api/audit/leaves?start=0&end=5")).status_code == 200
+            # both lists read whole by pages, following `next`
+            walked: list[Any] = []
+            after: int | None = None
+            for _ in range(len(listed) + 1):
+                query: dict[str, Any] = (
+                    {"limit": 1} if after is None else {"limit": 1, "after": after}
+                )
+                page = (await aud.get("/api/audit/transcripts", params=query)).json()
+                walked += page["transcripts"]
+                after = page["next"]
+                if after is None:
+                    break
+            assert walked == listed
+            leaves: list[Any] = []
+            start: int | None = 0
+            while start is not None:
+                leaf_page = (
+                    await aud.get(f"/api/audit/leaves?start={start}&end={start + 3}")
+                ).json()
+                leaves += leaf_page["leaves"]
+                start = leaf_page["next"]
+            assert [x["index"] for x in leaves] == list(range(leaf_page["tree_size"]))
 
 
 async def test_api_free_cpu_table_and_strangers_see_nothing(platform_db, internal_secret, tmp_path):

@@ -28,9 +28,9 @@ from api.security import (
     client_address,
     parse_networks,
 )
+from launcher.demo import DEMO_PASSWORD
 from services.common.config import ConfigError, load_settings
 from services.common.db import create_engine
-from services.common.demo import DEMO_PASSWORD
 from services.common.errors import ServiceError
 from services.common.migrate import upgrade
 from services.common.serve import uvicorn_options

@@ -90,6 +90,7 @@ def test_chaos_small_kill_engine_ledger_and_postgres(tmp_path: Path):
     # Not under pytest's temp root: PostgreSQL runs as another user when the tests run as
     # root, and a concurrent pytest session may tighten that root's permissions.
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-chaos-small-"))
+    var_dir.chmod(0o711)  # ours: passable by the server's own user (as root)
     platform = Platform(var_dir / "var", engines=ENGINES, gateways=GATEWAYS)
     platform.start(timeout_s=90)
     try:

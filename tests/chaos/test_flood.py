@@ -116,6 +116,7 @@ async def _scenario(platform: Platform) -> dict:
 
 def test_flooding_client_is_cut_off_while_another_table_plays():
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-flood-"))
+    var_dir.chmod(0o711)  # ours: passable by the server's own user (as root)
     platform = Platform(var_dir / "var")
     platform.start(timeout_s=90)
     try:

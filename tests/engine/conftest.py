@@ -15,6 +15,7 @@ from services.engine.ports import MemoryLedger
 from services.engine.service import Engine
 from tests.conftest import make_settings
 from tests.engine.engine_helpers import write_key
+from tests.service_auth import CallerByRoute, engine_caller
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +54,7 @@ def harness_factory(engine_db: str, internal_secret: bytes, key_file: Path) -> C
         settings = make_settings(engine_db, internal_secret, operator_key_file=key_file)
         app = create_app(settings, clock=clock, ledger=ledger, scan=scan)
         async with AsyncTestClient(app) as client:
+            client.auth = CallerByRoute(internal_secret, "engine", engine_caller)
             yield Harness(client, clock, ledger)
 
     return make

@@ -9,10 +9,10 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairness.keys import private_key_pem
-from services.common.auth import header_value
 from services.engine import runtime as RT
 from services.engine.runtime import Match
 from services.engine.service import Engine
+from tests.service_auth import AS_DECLARED
 
 TILE_KEYS = {"tiles", "hand", "revealed_hands", "revealed_stock", "stock", "hands"}
 
@@ -23,7 +23,8 @@ def write_key(path: Path) -> Path:
 
 
 def auth(secret: bytes) -> dict[str, str]:
-    return {"Authorization": header_value(secret, "matchmaking")}
+    """Each request as the caller its route is for (the harness's client: `CallerByRoute`)."""
+    return {"Authorization": AS_DECLARED}
 
 
 def seed_of(seat: int, n: int) -> str:

@@ -310,19 +310,19 @@ async def test_engine_exports_log_health_metrics(
 ) -> None:
     """Checkpoint age and orphaned commitments are measured from the real log tables."""
     from fairness.keys import load_operator_key
-    from services.common.db import create_engine
+    from services.common.db import create_pool
     from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
     from services.engine.ports import PgFairnessLog
 
     h = auth(internal_secret)
     async with harness_factory() as hz:
         await hz.client.post("/internal/matches", json=spec("metrics1", "casa", {}, 4), headers=h)
-    db = create_engine(engine_db)
+    db = await create_pool(engine_db, application_name="fairness-metrics-test", max_size=2)
     try:
         log = PgFairnessLog(db, load_operator_key(key_file, env={}))
         await log.checkpoint()
     finally:
-        await db.dispose()
+        await db.close()
     assert CHECKPOINT_AGE_SECONDS._value.get() >= 0
     assert ORPHAN_COMMITMENTS._value.get() == 0
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fairness.flow import void_deal
 from fairness.keys import OperatorKey
 from fairness.log_store import LogError
-from services.common.db import create_engine
+from services.common.db import create_pool
 from services.engine.ports import PgFairnessLog
 from tests.fairness.fairness_helpers import opened_deal
 
@@ -24,14 +24,14 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 @asynccontextmanager
 async def started_log(engine_db: str) -> AsyncIterator[tuple[OperatorKey, PgFairnessLog]]:
     key = OperatorKey(Ed25519PrivateKey.generate())
-    db = create_engine(engine_db, application_name="fairness-writer-test")
+    db = await create_pool(engine_db, application_name="fairness-writer-test", max_size=4)
     log = PgFairnessLog(db, key)
     try:
         await log.start()
         yield key, log
     finally:
         await log.aclose()
-        await db.dispose()
+        await db.close()
 
 
 async def test_concurrent_appends_are_all_logged_once(engine_db: str) -> None:

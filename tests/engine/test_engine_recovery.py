@@ -17,12 +17,13 @@ import msgspec
 import pytest
 
 from services.common.db import asyncpg_dsn
-from services.common.embedded_pg import free_port
+from services.common.ports import free_port
 from services.engine import records as L
 from services.engine import rules as R
 from services.engine import runtime as RT
 from services.engine.clock import ManualClock
 from tests.engine.engine_helpers import auth, commitment, drive, spec
+from tests.service_auth import CallerByRoute, engine_caller
 
 APUESTA_TURN_MS = R.make_ruleset("apuesta").turn_timeout_ms
 
@@ -135,7 +136,12 @@ def test_engine_e2e_kill_mid_hand_and_continue(
             timeout=60,
         )
         assert rival.returncode == 3 and "in use by a running server" in rival.stderr
-        with httpx.Client(base_url=url, headers=h, timeout=10) as c:
+        with httpx.Client(
+            base_url=url,
+            headers=h,
+            auth=CallerByRoute(internal_secret, "engine", engine_caller),
+            timeout=10,
+        ) as c:
             assert (
                 c.post(
                     "/internal/matches", json=spec("e2e1", "casa", {"players": 2}, 2)
@@ -174,7 +180,13 @@ def test_engine_e2e_kill_mid_hand_and_continue(
         _wait_up(url, proc)
         # the restarted engine took the dead one's socket over: the rest goes through it
         over_socket = httpx.HTTPTransport(uds=str(tmp_path / "engine.sock"))
-        with httpx.Client(base_url=url, headers=h, timeout=10, transport=over_socket) as c:
+        with httpx.Client(
+            base_url=url,
+            headers=h,
+            auth=CallerByRoute(internal_secret, "engine", engine_caller),
+            timeout=10,
+            transport=over_socket,
+        ) as c:
             st2 = c.get("/internal/matches/e2e1").json()
             assert st2["seq"] == st["seq"] and st2["table"] == st["table"]
             views2 = [c.get(f"/internal/matches/e2e1/seats/{s}/view").json() for s in (0, 1)]

@@ -9,7 +9,7 @@ import pytest
 from fairness.keys import OperatorKey
 from fairness.log_store import LogStore
 from fairness.transcript import Transcript
-from services.common.db import create_engine
+from services.common.db import create_pool
 from services.common.migrate import upgrade
 from tests.fairness.fairness_helpers import example_key, make_transcript
 
@@ -34,9 +34,9 @@ def migrated(database_url: str) -> str:
 @pytest.fixture
 async def store(migrated: str, operator_key: OperatorKey) -> AsyncIterator[LogStore]:
     """The transparency log in PostgreSQL, with the operator key registered."""
-    engine = create_engine(migrated, application_name="fairness-test")
-    s = LogStore(engine, operator_key)
+    pool = await create_pool(migrated, application_name="fairness-test", max_size=4)
+    s = LogStore(pool, operator_key)
     await s.register_key()
     yield s
     await s.aclose()
-    await engine.dispose()
+    await pool.close()

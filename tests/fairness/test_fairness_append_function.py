@@ -16,7 +16,7 @@ from fairness.flow import close_deal
 from fairness.keys import OperatorKey, load_operator_key, rotation_entry
 from fairness.log_store import APPEND_SQL, LogError, LogStore
 from fairness.merkle import CompactRange, MemoryTree
-from services.common.db import app_server_settings, asyncpg_dsn, create_engine
+from services.common.db import app_server_settings, asyncpg_dsn, create_pool
 from tests.fairness.fairness_helpers import example_key, opened_deal
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -27,8 +27,8 @@ async def _check_batches(url: str, batches: list[list[bytes]]) -> None:
     """Append the batches through the function as `mesa_app`, then compare everything the
     database holds with the pure Python model built from the same leaves."""
     conn = await asyncpg.connect(asyncpg_dsn(url), server_settings=app_server_settings("prop"))
-    engine = create_engine(url, application_name="prop-proofs")
-    store = LogStore(engine, example_key())
+    pool = await create_pool(url, application_name="prop-proofs", max_size=2)
+    store = LogStore(pool, example_key())
     try:
         rows = await conn.fetch("SELECT leaf_data FROM fairness.leaves ORDER BY idx")
         mirror = MemoryTree()
@@ -79,7 +79,7 @@ async def _check_batches(url: str, batches: list[list[bytes]]) -> None:
     finally:
         await conn.close()
         await store.aclose()
-        await engine.dispose()
+        await pool.close()
 
 
 # Batch sizes up to 70 over many examples grow one tree past several powers of two
@@ -141,7 +141,7 @@ async def test_batch_links_and_rotations(store: LogStore, operator_key: Operator
     assert (await store.head())[0] == size0 + 4
 
     # another replica (its own cache) learns the rotated key from fairness.keys
-    fresh = LogStore(store.engine, operator_key)
+    fresh = LogStore(store.pool, operator_key)
     try:
         c = opened_deal(other, f"fn/{run}/c")
         assert (await fresh.append(c.commitment)).index == size0 + 4

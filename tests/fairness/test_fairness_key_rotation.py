@@ -15,7 +15,7 @@ from fairness.log_store import LogStore
 from fairness.transcript import SignedRecord, Transcript, encode_transcript
 from fairness.verify import verify_transcript
 from services.cli import main as mesa
-from services.common.db import create_engine
+from services.common.db import create_pool
 from tests.fairness.fairness_helpers import fake_replayer, make_transcript
 
 T = datetime(2026, 6, 1, tzinfo=UTC)
@@ -87,9 +87,9 @@ def test_unannounced_key_is_refused(
 
 
 async def test_log_trusts_a_new_key_only_after_its_rotation(migrated: str) -> None:
-    engine = create_engine(migrated, application_name="rotation-test")
+    pool = await create_pool(migrated, application_name="rotation-test", max_size=4)
     first, second = _key(), _key()
-    stores = [LogStore(engine, first), LogStore(engine, second)]
+    stores = [LogStore(pool, first), LogStore(pool, second)]
     try:
         assert await stores[0].register_key() is True  # the log's first key
         assert await stores[1].register_key() is False  # published, but not announced
@@ -101,4 +101,4 @@ async def test_log_trusts_a_new_key_only_after_its_rotation(migrated: str) -> No
     finally:
         for s in stores:
             await s.aclose()
-        await engine.dispose()
+        await pool.close()

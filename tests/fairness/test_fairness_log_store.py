@@ -19,7 +19,7 @@ from fairness.commitments import (
 )
 from fairness.flow import close_deal, void_deal
 from fairness.keys import OperatorKey, load_operator_key, rotation_entry
-from fairness.log_store import LogError, LogStore
+from fairness.log_store import DuplicateRecord, LogError, LogStore
 from fairness.merkle import MemoryTree, leaf_hash, verify_consistency, verify_inclusion
 from services.common.db import asyncpg_dsn
 from tests.fairness.fairness_helpers import opened_deal
@@ -100,13 +100,14 @@ async def test_results_voids_and_orphans(store: LogStore, operator_key: Operator
     await store.append(void_deal(operator_key, b, "redeal", T0))
     orphans = {o.deal_id for o in await store.orphans()}
     assert c.deal_id in orphans and a.deal_id not in orphans and b.deal_id not in orphans
-    with pytest.raises(LogError):  # a second closing record
+    with pytest.raises(DuplicateRecord):  # a second closing record
         await store.append(void_deal(operator_key, a, "match_void", T0))
-    with pytest.raises(LogError):  # a second commitment for the deal
+    with pytest.raises(DuplicateRecord):  # a second commitment for the deal
         await store.append(a.commitment)
     stranger = opened_deal(operator_key, f"orph/{run}/never-committed")
-    with pytest.raises(LogError):
+    with pytest.raises(LogError) as refused:
         await store.append(close_deal(operator_key, stranger, _seeds(), [], None, T0))
+    assert not isinstance(refused.value, DuplicateRecord)
     forged = dict(a.commitment)
     forged["signature"] = "00" * 64
     with pytest.raises(LogError):

@@ -26,7 +26,7 @@ from fairness.tlog import (
     tile_path,
     tile_width,
 )
-from services.common.db import create_engine
+from services.common.db import create_pool
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform
@@ -101,8 +101,8 @@ async def _mirror(client: httpx.AsyncClient, folder: Path, size: int) -> None:
 async def test_public_log_verified_by_go(platform_db, internal_secret, tmp_path, goverify):
     async with platform(platform_db, internal_secret, tmp_path, log_origin=ORIGIN) as p:
         key = load_operator_key(tmp_path / "operator_key.pem")
-        engine = create_engine(platform_db, application_name="public-log-test")
-        store = LogStore(engine, key, ORIGIN)
+        pool = await create_pool(platform_db, application_name="public-log-test", max_size=4)
+        store = LogStore(pool, key, ORIGIN)
         mirror = tmp_path / "mirror"
         notes: list[Path] = []
         try:
@@ -152,7 +152,7 @@ async def test_public_log_verified_by_go(platform_db, internal_secret, tmp_path,
                 assert len(page.json()["leaves"]) == SIZES[-1]
         finally:
             await store.aclose()
-            await engine.dispose()
+            await pool.close()
 
     env = _go_env(tmp_path)
     ok = subprocess.run(

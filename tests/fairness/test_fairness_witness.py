@@ -24,7 +24,7 @@ from fairness.tlog import (
     verifier_key,
 )
 from services.cli import main as mesa
-from services.common.db import create_engine
+from services.common.db import create_pool
 from services.common.migrate import upgrade
 from tests.api.platform_stack import COMPONENTS, platform
 from tests.fairness.fairness_helpers import opened_deal
@@ -80,8 +80,8 @@ async def test_witness_cosigns_and_policy_refuses_a_split_view(
         platform_db, internal_secret, tmp_path, log_origin=ORIGIN, log_witnesses=(wvkey,)
     ) as p:
         key = load_operator_key(tmp_path / "operator_key.pem")
-        engine = create_engine(platform_db, application_name="witness-test")
-        store = LogStore(engine, key, ORIGIN)
+        pool = await create_pool(platform_db, application_name="witness-test", max_size=4)
+        store = LogStore(pool, key, ORIGIN)
         try:
             async with p.client() as anon:
                 log_vkey = (await anon.get("/log/key")).text.strip()
@@ -132,7 +132,7 @@ async def test_witness_cosigns_and_policy_refuses_a_split_view(
                 assert all("— witness.test " in c["note"] for c in history)
         finally:
             await store.aclose()
-            await engine.dispose()
+            await pool.close()
 
     state = tmp_path / "auditor-state"
     policy = ["audit", "checkpoint", "--log", str(mirror), "--log-key", log_vkey]

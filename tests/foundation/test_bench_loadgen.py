@@ -16,7 +16,6 @@ from litestar import Litestar, Request, post
 from litestar.exceptions import HTTPException
 
 from bench.bench_ledger import build_loadgen
-from services.common.serve import HttpProtocol
 from tests.uvicorn_server import UvicornServer
 
 pytestmark = pytest.mark.skipif(
@@ -70,7 +69,7 @@ async def test_loadgen_sends_what_the_python_clients_send(tmp_path):
     path = tmp_path / "ledger.sock"
     SEEN.clear()
     async with UvicornServer(
-        Litestar([holds, settle]), unix_socket=path, http=HttpProtocol, log_level="warning"
+        Litestar([holds, settle]), unix_socket=path, http="httptools", log_level="warning"
     ) as server:
         over_socket = await _loadgen(
             binary, "--unix", str(path), "--kind", "hold", "--clients", "4", "--seconds", "0.5"
@@ -127,8 +126,8 @@ async def test_loadgen_fills_one_socket_before_the_next(tmp_path):
 
     a, b = tmp_path / "ledger-0.sock", tmp_path / "ledger-1.sock"
     async with (
-        UvicornServer(replica("a"), unix_socket=a, http=HttpProtocol, log_level="warning"),
-        UvicornServer(replica("b"), unix_socket=b, http=HttpProtocol, log_level="warning"),
+        UvicornServer(replica("a"), unix_socket=a, http="httptools", log_level="warning"),
+        UvicornServer(replica("b"), unix_socket=b, http="httptools", log_level="warning"),
     ):
         result = await _loadgen(
             binary,

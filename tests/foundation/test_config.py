@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from services.common.config import VARIABLES, ConfigError, load_settings
+from services.common.config import VARIABLES, ConfigError, load_settings, mask_url
 
 
 def test_defaults_use_embedded_database_and_loopback(tmp_path):
     settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
     assert settings.database_is_embedded
-    assert settings.database_url == "postgresql://postgres@127.0.0.1:54329/mesa"
+    # Services log in as the least-privilege role; only migrations use the superuser.
+    assert settings.database_url == "postgresql://mesa_app@127.0.0.1:54329/mesa"
+    assert settings.migration_database_url == "postgresql://postgres@127.0.0.1:54329/mesa"
     assert settings.host == "127.0.0.1"
     assert settings.gateway_port == 8000
     assert settings.commission_rate_bp == 1000
@@ -23,6 +25,22 @@ def test_external_database_url_disables_embedded(tmp_path):
     )
     assert not settings.database_is_embedded
     assert settings.database_url == "postgresql://u:p@db:5432/mesa"
+    assert settings.migration_database_url == settings.database_url
+
+
+def test_embedded_urls_carry_the_generated_passwords_from_var(tmp_path):
+    (tmp_path / "pg_app_password").write_text("a1b2\n")
+    (tmp_path / "pg_superuser_password").write_text("c3d4\n")
+    settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
+    assert settings.database_url == "postgresql://mesa_app:a1b2@127.0.0.1:54329/mesa"
+    assert settings.migration_database_url == "postgresql://postgres:c3d4@127.0.0.1:54329/mesa"
+
+
+def test_mask_url_hides_the_password_only():
+    assert mask_url("postgresql://mesa_app:s3cr3t@127.0.0.1:5432/mesa") == (
+        "postgresql://mesa_app:***@127.0.0.1:5432/mesa"
+    )
+    assert mask_url("postgresql://postgres@h:1/d") == "postgresql://postgres@h:1/d"
 
 
 def test_unknown_variable_is_named():

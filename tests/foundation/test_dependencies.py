@@ -11,8 +11,8 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["services", "api", "ledger", "fairness", "bench", "tests"]
-OWN = {"services", "api", "ledger", "fairness", "bench", "tests"}
+SOURCES = ["services", "api", "ledger", "fairness", "launcher", "bench", "tests"]
+OWN = {"services", "api", "ledger", "fairness", "launcher", "bench", "tests"}
 
 
 def _name(requirement: str) -> str:

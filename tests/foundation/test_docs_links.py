@@ -30,7 +30,7 @@ _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _BARE_URL = re.compile(r"\b(?:https?|ftp)://", re.IGNORECASE)
 _DOC_PATH = re.compile(r"\bdocs/[\w./-]+\.md\b")
 # Stale doc paths in files that another branch is rewriting; fix them there and empty this.
-_PENDING_DOC_PATHS = {"services/common/up.py": {"docs/ledger.md"}}
+_PENDING_DOC_PATHS: dict[str, set[str]] = {}
 
 
 def _files(pattern: str) -> list[Path]:

@@ -11,7 +11,7 @@ from litestar.params import JSONBody
 from litestar.testing import AsyncTestClient
 
 from services.common.app import create_service_app
-from services.common.auth import header_value
+from services.common.auth import callers_opt, header_value
 from services.common.errors import conflict
 from services.common.http import InternalClient, RemoteError
 from services.common.logging import current_request_id, new_request_id
@@ -27,12 +27,12 @@ class Seen(msgspec.Struct):
     caller: str | None
 
 
-@get("/internal/seen")
+@get("/internal/seen", opt=callers_opt("gateway", "matchmaking"))
 async def seen(request: Request) -> Seen:  # type: ignore[type-arg]
     return Seen(request_id=current_request_id(), caller=request.scope["state"].get("caller"))
 
 
-@post("/internal/echo")
+@post("/internal/echo", opt=callers_opt("gateway", "matchmaking"))
 async def echo(data: JSONBody[Echo]) -> Echo:
     if data.amount_cents == 409:
         raise conflict("already_done", "that was done before")
@@ -53,7 +53,7 @@ async def test_health_reports_service_version_and_database(database_url, interna
 
 
 async def test_health_is_503_when_database_is_unreachable(internal_secret):
-    from services.common.embedded_pg import free_port
+    from services.common.ports import free_port
 
     unreachable = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
     app, _ = _app(unreachable, internal_secret)
@@ -68,7 +68,8 @@ async def test_internal_route_without_credential_is_401(database_url, internal_s
     async with AsyncTestClient(app) as client:
         response = await client.get("/internal/seen")
         forged = await client.get(
-            "/internal/seen", headers={"Authorization": header_value(b"x" * 32, "gateway")}
+            "/internal/seen",
+            headers={"Authorization": header_value(b"x" * 32, "gateway", "ledger")},
         )
     assert response.status_code == 401
     assert response.json()["error"] == "unauthorized"
@@ -78,7 +79,10 @@ async def test_internal_route_without_credential_is_401(database_url, internal_s
 
 async def test_request_id_is_accepted_echoed_and_bound(database_url, internal_secret):
     app, _ = _app(database_url, internal_secret)
-    headers = {"Authorization": header_value(internal_secret, "gateway"), "X-Request-ID": "req-42"}
+    headers = {
+        "Authorization": header_value(internal_secret, "gateway", "ledger"),
+        "X-Request-ID": "req-42",
+    }
     async with AsyncTestClient(app) as client:
         response = await client.get("/internal/seen", headers=headers)
         created = await client.get(
@@ -92,7 +96,7 @@ async def test_request_id_is_accepted_echoed_and_bound(database_url, internal_se
 
 async def test_service_errors_and_bad_bodies_are_4xx_with_reason(database_url, internal_secret):
     app, _ = _app(database_url, internal_secret)
-    auth = {"Authorization": header_value(internal_secret, "gateway")}
+    auth = {"Authorization": header_value(internal_secret, "gateway", "ledger")}
     async with AsyncTestClient(app) as client:
         refused = await client.post("/internal/echo", json={"amount_cents": 409}, headers=auth)
         unknown_field = await client.post(
@@ -116,6 +120,7 @@ async def test_internal_client_carries_credential_and_request_id(database_url, i
             "http://testserver",
             settings,
             caller="matchmaking",
+            audience="ledger",
             transport=httpx.ASGITransport(app=test_client.app),
         )
         bind_contextvars(request_id="carried-7")
@@ -134,7 +139,7 @@ async def test_internal_client_carries_credential_and_request_id(database_url, i
 
 async def test_metrics_are_exposed_with_bounded_labels(database_url, internal_secret):
     app, _ = _app(database_url, internal_secret)
-    auth = {"Authorization": header_value(internal_secret, "gateway")}
+    auth = {"Authorization": header_value(internal_secret, "gateway", "ledger")}
     async with AsyncTestClient(app) as client:
         await client.get("/internal/seen", headers=auth)
         response = await client.get("/metrics")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
+import asyncpg
 import httpx
 import psutil
 import pytest
@@ -22,7 +26,10 @@ READY_TIMEOUT_S = 120
 
 
 def _env(var_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
+    # PYTHONUNBUFFERED dropped: mesa up's lines must reach the pipe by its own flushing.
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("MESA_") and k != "PYTHONUNBUFFERED"
+    }
     env.update(platform_port_env())
     env.update(
         MESA_VAR_DIR=str(var_dir),
@@ -52,9 +59,14 @@ def _wait_ready(proc: subprocess.Popen[str]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def running_platform(tmp_path_factory):
-    var_dir = tmp_path_factory.mktemp("var")
+def running_platform():
+    # A folder of ours the server's own user (when we are root) may pass through, so the data
+    # stays in var/pg (pytest's own temp root is 0700 and not ours to open).
+    top = Path(tempfile.mkdtemp(prefix="mesa-e2e-"))
+    top.chmod(0o711)
+    var_dir = top / "var"
     env = _env(var_dir, MESA_LOG_FORMAT="json", MESA_LOG_LEVEL="debug")
+    var_dir.mkdir()
     log_path = var_dir / "up-stderr.log"
     proc = _start(env, log_path, "--demo")
     try:
@@ -64,6 +76,7 @@ def running_platform(tmp_path_factory):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_up_serves_four_health_endpoints(running_platform):
@@ -80,6 +93,38 @@ def test_up_serves_four_health_endpoints(running_platform):
         response = httpx.get(f"{url}/health", timeout=5)
         assert response.status_code == 200
         assert response.json() == {"service": name, "version": "0.1.0", "database": "ok"}
+
+
+def test_services_log_in_as_mesa_app_with_a_password_no_log_shows(running_platform):
+    _, env, lines, log_path = running_platform
+    var = Path(env["MESA_VAR_DIR"])
+    app_password = (var / "pg_app_password").read_text().strip()
+    superuser_password = (var / "pg_superuser_password").read_text().strip()
+    for name in ("pg_app_password", "pg_superuser_password", "internal_secret"):
+        assert oct((var / name).stat().st_mode & 0o777) == "0o600", name
+    port = env["MESA_PG_PORT"]
+
+    async def users() -> set[str]:
+        conn = await asyncpg.connect(
+            f"postgresql://postgres:{superuser_password}@127.0.0.1:{port}/mesa"
+        )
+        try:
+            rows = await conn.fetch(
+                "SELECT DISTINCT usename FROM pg_stat_activity "
+                "WHERE datname = 'mesa' AND application_name LIKE 'mesa%'"
+            )
+        finally:
+            await conn.close()
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/mesa")
+        return {r["usename"] for r in rows}
+
+    assert asyncio.run(users()) == {"mesa_app"}
+    state = json.loads((var / "up.json").read_text())
+    assert state["database_url"] == f"postgresql://mesa_app:***@127.0.0.1:{port}/mesa"
+    output = "\n".join(lines) + log_path.read_text()
+    assert "mesa_app:***@" in output
+    assert app_password not in output and superuser_password not in output
 
 
 def test_internal_services_listen_on_their_unix_sockets(running_platform):
@@ -161,6 +206,7 @@ def test_second_up_on_same_state_refuses(running_platform, tmp_path):
     )
     assert second.returncode != 0
     assert "already running" in second.stdout + second.stderr
+    assert f"held by pid {running_platform[0].pid} (" in second.stdout
 
 
 def test_sigterm_stops_everything_postgres_included(running_platform):
@@ -174,6 +220,28 @@ def test_sigterm_stops_everything_postgres_included(running_platform):
     assert proc.wait(timeout=60) == 0
     gone, alive = psutil.wait_procs(descendants + postmaster, timeout=30)
     assert not alive, [p.cmdline() for p in alive]
+
+
+def test_kill_9_of_mesa_up_leaves_no_process_behind():
+    """No parent-death signal is relied on: the watchdogs stop the services' process groups
+    and PostgreSQL when the supervisor is killed outright."""
+    top = Path(tempfile.mkdtemp(prefix="mesa-e2e-kill-"))
+    top.chmod(0o711)
+    try:
+        env = _env(top / "var")
+        (top / "var").mkdir()
+        proc = _start(env, top / "var" / "up-stderr.log")
+        try:
+            _wait_ready(proc)
+            descendants = psutil.Process(proc.pid).children(recursive=True)
+            assert any(p.name() == "postgres" for p in descendants)
+        finally:
+            proc.kill()
+            proc.wait()
+        _, alive = psutil.wait_procs(descendants, timeout=60)
+        assert not alive, [p.cmdline() for p in alive]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def test_port_in_use_is_reported_by_name(tmp_path):
@@ -190,6 +258,8 @@ def test_port_in_use_is_reported_by_name(tmp_path):
         )
     assert result.returncode == 3
     assert "MESA_GATEWAY_PORT" in result.stdout
+    # and who holds it: this test process
+    assert f"in use by pid {os.getpid()} (" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -204,8 +274,8 @@ def test_bad_configuration_fails_naming_the_variable(tmp_path):
 
 
 def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
+    from launcher.up import build_children, internal_url
     from services.common.config import load_settings
-    from services.common.up import build_children, internal_url
 
     deep = tmp_path / ("d" * 90)
     settings = load_settings({"MESA_VAR_DIR": str(deep)})
@@ -224,8 +294,8 @@ def test_a_socket_path_too_long_falls_back_to_tcp(tmp_path):
 
 
 def test_ledger_replicas_get_their_own_ports_and_sockets(tmp_path):
+    from launcher.up import REPLICA_PORT_STRIDE, build_children
     from services.common.config import load_settings
-    from services.common.up import REPLICA_PORT_STRIDE, build_children
 
     settings = load_settings({"MESA_VAR_DIR": str(tmp_path)})
     children = build_children(settings, engines=1, gateways=1, ledgers=2)

@@ -26,6 +26,7 @@ async def superuser(url: str) -> asyncpg.Connection:
 
 
 async def funded(ledger: Ledger, player: str, cents: int) -> None:
+    await ledger.open_wallet(player)
     await ledger.deposit(key("dep"), player, cents, "USD", "test funding")
 
 

@@ -174,8 +174,8 @@ async def test_the_database_refuses_an_oversized_batch(ledger: Ledger) -> None:
     n = batch.MAX_BATCH + 1
     async with ledger.pool.acquire() as conn:
         with pytest.raises(Exception, match="invalid_batch"):
-            await conn.fetchval(
-                "SELECT ledger.post_batch($1::text[], $2::text[])", ["hold"] * n, ["[]"] * n
+            await conn.fetch(
+                "SELECT * FROM ledger.post_batch($1::text[], $2::text[])", ["hold"] * n, ["[]"] * n
             )
 
 

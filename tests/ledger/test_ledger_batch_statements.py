@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -19,32 +19,50 @@ from ledger_helpers import key, superuser
 from ledger.batch import GroupCommit, batch_args
 from ledger.ops import Ledger, Seat, Winner
 
-_BATCH = "SELECT ledger.post_batch($1::text[], $2::text[])"
+_BATCH = (
+    "SELECT answer, refusal_sqlstate, refusal, refusal_detail "
+    "FROM ledger.post_batch($1::text[], $2::text[])"
+)
+
+
+class Answer(NamedTuple):
+    """One operation's row of a batch: its answer, or its refusal."""
+
+    answer: str | None
+    sqlstate: str | None
+    refusal: str | None
+    detail: str | None
+
+    @property
+    def refused(self) -> bool:
+        return self.sqlstate is not None
+
+
 _worlds = itertools.count()
 Call = tuple[str, tuple[Any, ...]]
 
 
-async def _batch(ledger: Ledger, calls: list[Call]) -> list[str]:
+async def _batch(ledger: Ledger, calls: list[Call]) -> list[Answer]:
     async with ledger.pool.acquire() as conn:
-        answers: list[str] = await conn.fetchval(
+        rows = await conn.fetch(
             _BATCH, [op for op, _ in calls], [batch_args(args) for _, args in calls]
         )
-    return answers
+    return [Answer(*row) for row in rows]
 
 
-async def _one_at_a_time(ledger: Ledger, calls: list[Call]) -> list[str]:
+async def _one_at_a_time(ledger: Ledger, calls: list[Call]) -> list[Answer]:
     """Each operation alone, in order: a batch of one runs the one-at-a-time path."""
     return [(await _batch(ledger, [call]))[0] for call in calls]
 
 
-def _normal(answer: str, world: str) -> Any:
+def _normal(answer: Answer, world: str) -> Any:
     """An answer with what differs between two worlds taken out: their names, entry ids and
     times, and the house's commission shard (chosen by the match id, shared by both)."""
-    text = answer.replace(world, "W")
-    if text.startswith("!"):
-        error = json.loads(text[1:])
-        return ("refused", error["sqlstate"], error["message"], error["detail"])
-    doc = json.loads(text)
+    if answer.refused:
+        detail = (answer.detail or "").replace(world, "W")
+        return ("refused", answer.sqlstate, answer.refusal, detail)
+    assert answer.answer is not None
+    doc = json.loads(answer.answer.replace(world, "W"))
     doc.pop("entry_id")
     doc.pop("created_at")
     for posting in doc["postings"]:
@@ -84,7 +102,7 @@ def _in_two_worlds(
             got = [_normal(a, together) for a in answers]
             want = [_normal(a, alone) for a in await _one_at_a_time(ledger, calls_b)]
             assert got == want
-            if not any(a.startswith("!") or json.loads(a)["replayed"] for a in answers):
+            if not any(a.refused or json.loads(a.answer or "")["replayed"] for a in answers):
                 # every operation posted: one statement posted them all, in one go
                 event("one statement")
                 keys = [args[0] for _, args in calls_a]
@@ -149,6 +167,7 @@ def test_settlements_together_are_the_settlements_one_at_a_time(
     async def setup(ledger: Ledger, world: str) -> list[Call]:
         players = [f"{world}p{i}" for i in range(books["players"] + 1)]
         for p in players[:-1]:
+            await ledger.open_wallet(p)
             await ledger.deposit(f"{world}-fund-{p}", p, 10_000)
         for m, match in enumerate(books["matches"]):
             seats = []
@@ -221,6 +240,7 @@ def test_holds_together_are_the_holds_one_at_a_time(url: str, books: dict[str, A
     async def setup(ledger: Ledger, world: str) -> list[Call]:
         players = [f"{world}p{i}" for i in range(len(books["funds"]) + 1)]
         for p, cents in zip(players[:-1], books["funds"], strict=True):  # the last: no wallet
+            await ledger.open_wallet(p)
             await ledger.deposit(f"{world}-fund-{p}", p, cents)
         calls: list[Call] = []
         for k, h in enumerate(books["holds"]):
@@ -254,6 +274,7 @@ async def _two_seat_match(ledger: Ledger, match: str, a: str, b: str, stake: int
 
 async def test_a_batch_of_settlements_is_one_statement(ledger: Ledger, url: str) -> None:
     for p in ("bs1_a", "bs1_b", "bs1_c"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(4):
         await _two_seat_match(ledger, f"bs1-m{m}", "bs1_a", ("bs1_b", "bs1_c")[m % 2], 100)
@@ -263,7 +284,7 @@ async def test_a_batch_of_settlements_is_one_statement(ledger: Ledger, url: str)
         for m in range(4)
     ]
     answers = await _batch(ledger, calls)
-    docs = [json.loads(a) for a in answers]
+    docs = [json.loads(a.answer or "") for a in answers]
     assert [d["payouts"] for d in docs] == [[{"player": "bs1_a", "amount": 180}]] * 4
     # one wallet paid four times in one statement: its versions and balances follow on
     after = [
@@ -276,6 +297,7 @@ async def test_a_batch_of_settlements_is_one_statement(ledger: Ledger, url: str)
 
 async def test_holds_and_settlements_in_a_mixed_batch(ledger: Ledger, url: str) -> None:
     for p in ("bs2_a", "bs2_b"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(3):
         await _two_seat_match(ledger, f"bs2-m{m}", "bs2_a", "bs2_b", 100)
@@ -292,8 +314,8 @@ async def test_holds_and_settlements_in_a_mixed_batch(ledger: Ledger, url: str) 
         ("settle", ledger.settle_args(key(), "bs2-m0", [Winner("bs2_b")], 1000)),
     ]
     answers = await _batch(ledger, calls)
-    assert [a.startswith("!") for a in answers] == [False] * 6 + [True]
-    assert json.loads(answers[6][1:])["message"] == "match_already_settled"
+    assert [a.refused for a in answers] == [False] * 6 + [True]
+    assert answers[6].refusal == "match_already_settled"
     xmins = await _xmins(url, settle_keys + hold_keys)
     # each kind's statement wrote its entries at once; the release and void ran alone
     assert xmins[settle_keys[0]] == xmins[settle_keys[1]]
@@ -312,6 +334,7 @@ async def test_a_failed_statement_leaves_the_operations_to_run_one_at_a_time(
     ledger: Ledger, url: str
 ) -> None:
     for p in ("bs3_a", "bs3_b"):
+        await ledger.open_wallet(p)
         await ledger.deposit(key(), p, 1000)
     for m in range(2):
         await _two_seat_match(ledger, f"bs3-m{m}", "bs3_a", "bs3_b", 100)
@@ -325,9 +348,9 @@ async def test_a_failed_statement_leaves_the_operations_to_run_one_at_a_time(
     bad = json.dumps([key(), "zz", "bs3-m1", ["bs3_a"], [1], 1000])
     args = [batch_args(a) for _, a in calls] + [bad]
     async with ledger.pool.acquire() as conn:
-        answers = await conn.fetchval(_BATCH, ops, args)
-    assert [a.startswith("!") for a in answers] == [False, False, True]
-    assert "hexadecimal" in json.loads(answers[2][1:])["message"]
+        answers = [Answer(*row) for row in await conn.fetch(_BATCH, ops, args)]
+    assert [a.refused for a in answers] == [False, False, True]
+    assert "hexadecimal" in (answers[2].refusal or "")
     xmins = await _xmins(url, keys)
     assert xmins[keys[0]] != xmins[keys[1]]  # one at a time: a subtransaction each
     assert int((await ledger.account("wallet:bs3_a") or {})["balance"]) == 800 + 2 * 180
@@ -344,10 +367,12 @@ class _FakeLedger:
         ledger = self
 
         class Conn:
-            async def fetchval(self, sql: str, ops: list[str], args: list[str]) -> list[str]:
+            async def fetch(
+                self, sql: str, ops: list[str], args: list[str]
+            ) -> list[tuple[str, None, None, None]]:
                 ledger.events.append(f"batch of {len(ops)} sent")
                 await ledger.batch_gate.wait()
-                return ['{"n": 1}'] * len(ops)
+                return [('{"n": 1}', None, None, None)] * len(ops)
 
         class Acquire:
             async def __aenter__(self) -> Conn:

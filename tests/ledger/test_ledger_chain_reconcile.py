@@ -30,6 +30,9 @@ async def test_clean_books_pass_every_command(
     ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await _book_some_activity(ledger)
+    assert await cashier_cli.run(["deposit", "cr_e", "1", "--reference", "cr-0"], url) == 1
+    assert await cashier_cli.run(["open", "cr_e"], url) == 0
+    assert await cashier_cli.run(["open", "cr_e"], url) == 0
     assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
     assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
     assert "already posted" in capsys.readouterr().out
@@ -216,6 +219,7 @@ async def test_sealer_canonical_form_is_the_documented_one(ledger: Ledger, url: 
     be exactly `canonical_entry` of the stored row (awkward strings included)."""
     await funded(ledger, "cr_json", 5_000)
     await funded(ledger, "cr_json2", 5_000)
+    await ledger.open_wallet("cr_json")
     await ledger.deposit(key('q"\\é\u2028'), "cr_json", 7, "USD", 'ref "quoted" \\ ñ \n\t')
     await seated_match(ledger, "cr-json-m", ["cr_json", "cr_json2"], 33)
     admin = await superuser(url)

@@ -9,9 +9,9 @@ import pytest
 from ledger_helpers import key
 from litestar.testing import AsyncTestClient
 
-from services.common.auth import header_value
 from services.ledger.app import create_app
 from tests.conftest import make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 NOT_INTEGERS = ['"100"', "1e2", "100.0"]
 
@@ -20,7 +20,8 @@ NOT_INTEGERS = ['"100"', "1e2", "100.0"]
 async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestClient[Any]]:
     app = create_app(make_settings(url, internal_secret), pool_size=2, seal_in_background=False)
     async with AsyncTestClient(app) as c:
-        c.headers["Authorization"] = header_value(internal_secret, "matchmaking")
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
         c.headers["Content-Type"] = "application/json"
         yield c
 

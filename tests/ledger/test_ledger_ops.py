@@ -15,6 +15,7 @@ from ledger.ops import Ledger, Seat, Winner
 
 
 async def test_deposit_and_withdraw(ledger: Ledger) -> None:
+    await ledger.open_wallet("ops_dw")
     result = await ledger.deposit(key(), "ops_dw", 2500, "USD", "pay-1")
     assert result.kind == "deposit" and not result.replayed
     assert [(p.account, p.amount) for p in result.postings] == [
@@ -40,8 +41,27 @@ async def test_deposit_and_withdraw_refusals(ledger: Ledger, url: str) -> None:
     assert await balance(ledger, "wallet:ops_dwr") == 100
 
 
+async def test_postings_refuse_a_wallet_that_was_never_opened(ledger: Ledger, url: str) -> None:
+    """No operation opens a wallet: a deposit, a hold or a withdrawal naming a player whose
+    wallet was never opened is refused (404 unknown_account), posts nothing, opens nothing."""
+    before = await entry_count(url)
+    await refused(ledger.deposit(key(), "ops_never", 500), 404, "unknown_account")
+    await refused(ledger.hold(key(), "ops_never", "ops_never-r", 5), 404, "unknown_account")
+    await refused(ledger.withdraw(key(), "ops_never", 5), 404, "unknown_account")
+    assert await entry_count(url) == before
+    assert await ledger.account("wallet:ops_never") is None
+    first = await ledger.open_wallet("ops_never")
+    again = await ledger.open_wallet("ops_never")
+    assert (first.opened, again.opened) == (True, False)
+    assert first.account == "wallet:ops_never" and first.currency == "USD"
+    await refused(ledger.open_wallet("ops_never", "EUR"), 422, "unsupported_currency")
+    await refused(ledger.open_wallet("bad player!"), 400, "invalid_player")
+    assert (await ledger.deposit(key(), "ops_never", 500)).postings[1].balance_after == 500
+
+
 async def test_idempotent_retry_and_key_reuse(ledger: Ledger, url: str) -> None:
     k = key()
+    await ledger.open_wallet("ops_idem")
     first = await ledger.deposit(k, "ops_idem", 700, "USD", "ref")
     again = await ledger.deposit(k, "ops_idem", 700, "USD", "ref")
     assert again.replayed and again.entry_id == first.entry_id

@@ -16,13 +16,14 @@ from litestar.testing import AsyncTestClient
 from ledger import cashier_cli, chain, cli, reports
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Winner
-from services.common.auth import header_value
 from services.ledger.app import create_app
 from services.ledger.contract import EntryResult
 from tests.conftest import make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 
 async def test_reverse_a_deposit_and_a_withdrawal(ledger: Ledger) -> None:
+    await ledger.open_wallet("rv_a")
     dep = await ledger.deposit(key(), "rv_a", 2500, "USD", "pay-1")
     rev = await ledger.reverse(key(), dep.entry_id, "typo-1")
     assert rev.kind == "reversal" and not rev.replayed
@@ -48,6 +49,7 @@ async def test_reverse_a_deposit_and_a_withdrawal(ledger: Ledger) -> None:
 async def test_reversal_refusals_post_nothing(ledger: Ledger, url: str) -> None:
     await funded(ledger, "rv_b", 5000)
     await funded(ledger, "rv_c", 5000)
+    await ledger.open_wallet("rv_b")
     dep = await ledger.deposit(key(), "rv_b", 300, "USD", "pay-b")
     hold = await ledger.hold(key(), "rv_b", "rv-res-1", 100, "USD", "t1")
     await seated_match(ledger, "rv-m1", ["rv_b", "rv_c"], 200)
@@ -75,6 +77,7 @@ async def test_reversal_refusals_post_nothing(ledger: Ledger, url: str) -> None:
 
 
 async def test_reversing_a_spent_deposit_is_insufficient_funds(ledger: Ledger, url: str) -> None:
+    await ledger.open_wallet("rv_d")
     dep = await ledger.deposit(key(), "rv_d", 1000, "USD", "pay-d")
     await ledger.withdraw(key(), "rv_d", 700, "USD", "cash-out")
     before = await entry_count(url)
@@ -89,7 +92,9 @@ async def test_reversing_a_spent_deposit_is_insufficient_funds(ledger: Ledger, u
 
 
 async def test_idempotent_retry_and_key_reuse(ledger: Ledger, url: str) -> None:
+    await ledger.open_wallet("rv_e")
     dep = await ledger.deposit(key(), "rv_e", 900, "USD", "pay-e")
+    await ledger.open_wallet("rv_e")
     other = await ledger.deposit(key(), "rv_e", 100, "USD", "pay-e2")
     k = key("rev")
     first = await ledger.reverse(k, dep.entry_id, "fix-e")
@@ -104,6 +109,7 @@ async def test_idempotent_retry_and_key_reuse(ledger: Ledger, url: str) -> None:
 
 async def test_concurrent_reversals_of_one_entry_post_once(ledger: Ledger) -> None:
     await funded(ledger, "rv_f", 10_000)
+    await ledger.open_wallet("rv_f")
     dep = await ledger.deposit(key(), "rv_f", 500, "USD", "pay-f")
     k = key("same")
     outcomes = await asyncio.gather(
@@ -121,6 +127,7 @@ async def test_concurrent_reversals_of_one_entry_post_once(ledger: Ledger) -> No
 async def test_books_hold_with_reversals(
     ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    await ledger.open_wallet("rv_g")
     dep = await ledger.deposit(key(), "rv_g", 1234, "USD", "pay-g")
     assert await cashier_cli.run([str(0)], url) == 2
     assert await cashier_cli.run(["reverse", "0", "--reference", "r"], url) == 2
@@ -183,6 +190,7 @@ async def test_reconcile_names_a_forged_reversal(url: str, ledger: Ledger) -> No
 
 
 async def test_reversals_cannot_be_changed(url: str, ledger: Ledger) -> None:
+    await ledger.open_wallet("rv_h")
     dep = await ledger.deposit(key(), "rv_h", 50, "USD", "pay-h")
     await ledger.reverse(key(), dep.entry_id, "fix-h")
     app = await Ledger.connect(url, min_size=1, max_size=1)
@@ -204,11 +212,13 @@ async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestCli
     settings = make_settings(url, internal_secret)
     app = create_app(settings, pool_size=4, seal_in_background=False)
     async with AsyncTestClient(app) as c:
-        c.headers["Authorization"] = header_value(internal_secret, "gateway")
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
         yield c
 
 
 async def test_reversals_through_the_api(client: AsyncTestClient[Any]) -> None:
+    assert (await client.post("/v1/accounts", json={"player": "rv_api"})).status_code == 200
     response = await client.post(
         "/v1/deposits",
         json={"idempotency_key": key(), "player": "rv_api", "amount": 800, "reference": "p"},

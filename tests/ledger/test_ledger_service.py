@@ -12,11 +12,11 @@ from ledger_helpers import key, superuser
 from litestar.testing import AsyncTestClient
 
 from ledger.ops import Ledger
-from services.common.auth import header_value
 from services.common.metrics import REGISTRY
 from services.ledger.app import count_open_holds, create_app, reconcile_today
 from services.ledger.contract import EntryResult, WalletBalance
 from tests.conftest import make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 
 @pytest.fixture
@@ -24,8 +24,14 @@ async def client(url: str, internal_secret: bytes) -> AsyncIterator[AsyncTestCli
     settings = make_settings(url, internal_secret)
     app = create_app(settings, pool_size=4, seal_in_background=False)
     async with AsyncTestClient(app) as c:
-        c.headers["Authorization"] = header_value(internal_secret, "matchmaking")
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
         yield c
+
+
+async def open_wallet(client: AsyncTestClient[Any], player: str) -> None:
+    response = await client.post("/v1/accounts", json={"player": player})
+    assert response.status_code == 200, response.text
 
 
 def entry(response: Any) -> EntryResult:
@@ -50,6 +56,7 @@ async def test_requires_a_service_credential(client: AsyncTestClient[Any]) -> No
 
 async def test_full_match_through_the_api(client: AsyncTestClient[Any]) -> None:
     for p in ("svc_a", "svc_b"):
+        await open_wallet(client, p)
         entry(
             await client.post(
                 "/v1/deposits",
@@ -172,6 +179,29 @@ async def test_malformed_bodies_are_400(client: AsyncTestClient[Any], body: dict
     assert (await client.get("/v1/wallets/svc_bad")).status_code == 404  # nothing posted
 
 
+async def test_a_wallet_is_opened_once_and_only_an_opened_one_takes_money(
+    client: AsyncTestClient[Any],
+) -> None:
+    deposit = {"idempotency_key": key(), "player": "svc_new", "amount": 5, "reference": "r"}
+    refusal(await client.post("/v1/deposits", json=deposit), 404, "unknown_account")
+    refusal(await client.get("/v1/wallets/svc_new"), 404, "unknown_account")
+    first = await client.post("/v1/accounts", json={"player": "svc_new"})
+    again = await client.post("/v1/accounts", json={"player": "svc_new", "currency": "USD"})
+    assert (first.json()["opened"], again.json()["opened"]) == (True, False)
+    assert first.json()["account"] == "wallet:svc_new"
+    refusal(
+        await client.post("/v1/accounts", json={"player": "svc_new", "x": 1}),
+        400,
+        "invalid_request",
+    )
+    refusal(
+        await client.post("/v1/accounts", json={"player": "svc_new", "currency": "EUR"}),
+        422,
+        "unsupported_currency",
+    )
+    assert entry(await client.post("/v1/deposits", json=deposit)).postings[1].balance_after == 5
+
+
 async def test_refusals_map_to_4xx(client: AsyncTestClient[Any]) -> None:
     refusal(await client.post("/v1/deposits", content=b"{not json"), 400, "invalid_request")
     refusal(
@@ -248,6 +278,7 @@ async def test_posting_requests_go_through_group_commit(client: AsyncTestClient[
     """Posting requests run through the service's group commit (its batching itself is tested
     in test_ledger_batch.py: this test client hands requests to the app one at a time); each
     gets its own answer, and a refused one posts nothing."""
+    await open_wallet(client, "svc_gc")
     entry(
         await client.post(
             "/v1/deposits",
@@ -287,6 +318,7 @@ async def test_audit_sets_the_holds_and_reconciliation_gauges(
     """The service's periodic audit: open holds and today's reconciliation, as gauges (the
     alert on discrepancies reads the second)."""
     for i in range(3):
+        await open_wallet(client, f"svc_au{i}")
         entry(
             await client.post(
                 "/v1/deposits",

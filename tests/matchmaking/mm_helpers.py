@@ -16,7 +16,13 @@ from litestar.params import FromPath, JSONBody
 from services.common.http import InternalClient, RemoteError
 from services.engine.contract import CreateMatch, MatchCreated, PublicMatchState
 from services.ledger.app import create_app as create_ledger_app
-from services.ledger.contract import DepositRequest, EntryResult, WalletBalance
+from services.ledger.contract import (
+    AccountOpened,
+    DepositRequest,
+    EntryResult,
+    OpenAccount,
+    WalletBalance,
+)
 from services.matchmaking import contract as c
 from services.matchmaking.app import create_app
 from services.matchmaking.config import MatchmakingConfig
@@ -109,6 +115,7 @@ class Stack:
         return self.app.state.matchmaker
 
     async def deposit(self, player: str, cents: int) -> None:
+        await self.ledger.post("/v1/accounts", OpenAccount(player=player), AccountOpened)
         await self.ledger.post(
             "/v1/deposits",
             DepositRequest(
@@ -184,10 +191,18 @@ async def stack(
     # Lifespans run in this event loop so the pools and the ASGI transports share it.
     async with ledger_app.lifespan(), app.lifespan():
         mm = InternalClient(
-            "http://mm", settings, "gateway", transport=httpx.ASGITransport(app=app)
+            "http://mm",
+            settings,
+            "gateway",
+            audience="matchmaking",
+            transport=httpx.ASGITransport(app=app),
         )
         ledger = InternalClient(
-            "http://ledger", settings, "cashier", transport=httpx.ASGITransport(app=ledger_app)
+            "http://ledger",
+            settings,
+            "cashier",
+            audience="ledger",
+            transport=httpx.ASGITransport(app=ledger_app),
         )
         try:
             yield Stack(mm, ledger, app, clock, engine, flaky, database_url)

@@ -1,5 +1,6 @@
-"""mm0010: no seat index depends on what a confirm changes (so it can be a HOT update), and
-the rewrite of the functions undoes and redoes cleanly (mm0011 and mm0012 too)."""
+"""The matchmaking baseline: no seat index depends on what a confirm changes (so it can be a
+HOT update), the functions use the generated flags those indexes need, and the baseline
+undoes and redoes cleanly."""
 
 from __future__ import annotations
 
@@ -58,13 +59,19 @@ def test_hot_indexes_and_a_clean_round_trip(database_url):
     # A confirm changes `status` only (its `updated_ms` stays the time the seat was reserved).
     assert seats and all("status" not in d for d in seats.values())
     tables = _indexes(database_url, "tables")
-    assert "taken" in tables["tables_lobby"]  # mm0012 put back what mm0011 changed
+    assert "taken" in tables["tables_lobby"]
     assert "is_live" in _function_texts(database_url)
+    options = asyncio.run(
+        _fetch(
+            database_url,
+            "SELECT reloptions FROM pg_class WHERE oid = 'matchmaking.reservations'::regclass",
+        )
+    )
+    assert options[0]["reloptions"] == ["fillfactor=80"]
 
-    command.downgrade(_alembic(database_url), "mm0009")
-    assert "is_live" not in _function_texts(database_url)
-    assert "status" in _indexes(database_url, "reservations")["reservations_seat"]
-    assert "taken" in _indexes(database_url, "tables")["tables_lobby"]
+    command.downgrade(_alembic(database_url), "base")
+    assert _function_texts(database_url) == ""
+    assert _indexes(database_url, "reservations") == {}
 
     upgrade(database_url, ["matchmaking"])
     assert _indexes(database_url, "reservations") == seats

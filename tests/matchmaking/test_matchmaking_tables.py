@@ -261,8 +261,9 @@ async def test_failed_pot_move_charges_no_one_and_the_table_waits_again(db, inte
         first = await s.quick("pot1", "apuesta-1v1", "10")
         table_id = first.table.table_id
         rid = first.reservations[0].reservation_id
-        # The hold disappears behind matchmaking's back: the pot move must refuse it.
-        await s.ledger.post(
+        # The hold disappears behind matchmaking's back (released with its credential, the
+        # only one the ledger takes a release from): the pot move must refuse it.
+        await s.matchmaker.ledger.post(
             "/v1/holds/release",
             ReleaseRequest(idempotency_key="oob", reservation_id=rid),
             EntryResult,

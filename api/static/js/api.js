@@ -35,11 +35,7 @@ export async function api(method, path, body) {
 export const get = (p) => api("GET", p);
 export const post = (p, b) => api("POST", p, b ?? {});
 
-export function money(cents, currency = "USD") {
-  const sign = cents < 0 ? "-" : "";
-  const v = Math.abs(cents);
-  return `${sign}$${Math.floor(v / 100).toLocaleString("en-US")}.${String(v % 100).padStart(2, "0")}${currency === "USD" ? "" : " " + currency}`;
-}
+export { money } from "./i18n.js";
 
 export function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);

@@ -4,6 +4,7 @@
 // It remembers the checkpoints it has seen and refuses one inconsistent with them (a split
 // view), keeping both as evidence. Hooked into the table by three calls: remember(), onCommitClosed(), onHandEnded().
 import { verifyTranscript, verifyReceipt, keyChain, verifySigned, verifyConsistency, hexToBytes, canonical } from "./verify.js";
+import { t } from "./i18n.js";
 
 const PREFIX = "mesa-own-";
 const CHECKPOINTS = "mesa-checkpoints";
@@ -123,33 +124,45 @@ function evidenceLink(dealId, bundle) {
   const a = document.createElement("a");
   a.href = URL.createObjectURL(blob);
   a.download = `mesa-evidence-${dealId.replaceAll("/", "_")}.json`;
-  a.textContent = "download the evidence";
+  a.textContent = t("fair_evidence");
   a.dataset.test = "fair-evidence";
   return a;
 }
 
+// The mark lives in the shield's panel, under the seed status; the shield button itself
+// carries the verdict (data-fair) so an alarm shows without opening the panel.
 function markElement() {
   let m = document.getElementById("fair-mark");
   if (!m) {
     m = document.createElement("div");
     m.id = "fair-mark";
     m.setAttribute("role", "status");
-    (document.getElementById("seed-status")?.parentElement || document.body).append(m);
+    const status = document.getElementById("seed-status");
+    if (status) status.after(m); else document.body.append(m);
   }
   return m;
 }
 
+function shieldVerdict(verdict) {
+  const btn = document.getElementById("shield-btn");
+  // an alarm stays until the page is reloaded: a later good hand does not hide it
+  if (btn && btn.dataset.fair !== "alarm") btn.dataset.fair = verdict;
+}
+
 // The hand ended: fetch its public transcript and check it; show a quiet mark or an alarm.
-export async function onHandEnded(dealId) {
+// `history`: the event was replayed on opening the table; a hand checked before is not
+// fetched again.
+export async function onHandEnded(dealId, { history = false } = {}) {
   const own = load(PREFIX + dealId, null);
   if (!own) return null;
+  if (history && own.checked) return null;
   const mark = markElement();
   const firstKeys = await pinnedFirstKey();
   let doc;
   for (let i = 0; i < 5 && !doc; i++) {
     try { doc = await getJson(`/log/transcripts/${dealId}`); } catch (e) { await new Promise((r) => setTimeout(r, 1000 * (i + 1))); }
   }
-  if (!doc) { mark.textContent = "transcript not available yet"; mark.dataset.test = "fair-error"; return null; }
+  if (!doc) { mark.textContent = t("fair_not_yet"); mark.dataset.test = "fair-error"; return null; }
   const { problems } = await checkHand(doc, own, firstKeys);
   const keys = await keyChain(firstKeys, doc.key_rotations);
   const view = await observeCheckpoint(doc.checkpoint, keys).catch((e) => ({ ok: false, error: String(e.message || e) }));
@@ -158,12 +171,14 @@ export async function onHandEnded(dealId) {
   if (!problems.length) {
     mark.className = "fair-ok";
     mark.dataset.test = "fair-ok";
-    mark.textContent = "✔ your seed was used";
+    mark.textContent = `✔ ${t("fair_ok")}`;
+    shieldVerdict("ok");
     return { ok: true };
   }
   mark.className = "fair-alarm";
   mark.dataset.test = "fair-alarm";
-  mark.replaceChildren(`✘ fairness alarm: ${problems.join("; ")} `, evidenceLink(dealId, {
+  shieldVerdict("alarm");
+  mark.replaceChildren(`✘ ${t("fair_alarm")}: ${problems.join("; ")} `, evidenceLink(dealId, {
     deal_id: dealId, your_seed: own.seed, your_commitment: own.commitment, receipt: own.receipt || null,
     transcript: doc, checkpoint: doc.checkpoint, remembered_checkpoints: rememberedCheckpoints(), split_view: view.evidence || null,
   }));

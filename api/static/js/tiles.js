@@ -73,3 +73,18 @@ export function buildChain(plays) {
   }
   return { chain, left: L, right: R };
 }
+
+// A seat's remaining tiles as small tile backs (at most 10 drawn, then "+n").
+export function tileBacks(n) {
+  const box = document.createElement("span");
+  box.className = "backs";
+  box.setAttribute("aria-hidden", "true");
+  const shown = Math.min(n, 10);
+  for (let i = 0; i < shown; i += 1) {
+    const b = document.createElement("span");
+    b.className = "back";
+    box.append(b);
+  }
+  if (n > shown) box.append(document.createTextNode(`+${n - shown}`));
+  return box;
+}

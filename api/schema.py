@@ -1,0 +1,137 @@
+"""SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
+invitations): the source of truth. The baseline migration creates the tables from this
+metadata; a test checks that autogenerate finds no drift.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import BYTEA
+
+SCHEMA = "gateway"
+metadata = sa.MetaData(schema=SCHEMA)
+
+ROLES = ("player", "auditor", "finance", "admin")
+USER_STATUSES = ("active", "locked", "self_excluded")
+INVITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "expired", "failed")
+TIERS = ("free", "10", "20", "40", "80")
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
+def _now() -> sa.TextClause:
+    return sa.text("now()")
+
+
+def _timestamp(
+    name: str, *, nullable: bool = True, server_default: sa.TextClause | None = None
+) -> sa.Column[datetime]:
+    return sa.Column(
+        name, sa.DateTime(timezone=True), nullable=nullable, server_default=server_default
+    )
+
+
+users = sa.Table(
+    "users",
+    metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("display_name", sa.Text, nullable=False),
+    sa.Column("password_hash", sa.Text, nullable=False),
+    sa.Column("role", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'active'")),
+    _timestamp("excluded_until"),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    _timestamp("updated_at", nullable=False, server_default=_now()),
+    sa.CheckConstraint(
+        "length(display_name) >= 1 AND length(display_name) <= 40",
+        name="users_display_name_check",
+    ),
+    sa.CheckConstraint("id ~ '^[a-z0-9_.-]{3,32}$'", name="users_id_check"),
+    sa.CheckConstraint(
+        "length(password_hash) >= 20 AND length(password_hash) <= 400",
+        name="users_password_hash_check",
+    ),
+    sa.CheckConstraint(_in("role", ROLES), name="users_role_check"),
+    sa.CheckConstraint(_in("status", USER_STATUSES), name="users_status_check"),
+)
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    sa.Column("token_hash", BYTEA, primary_key=True),
+    sa.Column("user_id", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("csrf_token", sa.Text, nullable=False),
+    sa.Column("label", sa.Text, nullable=False, server_default=sa.text("''")),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    _timestamp("expires_at", nullable=False),
+    _timestamp("revoked_at"),
+    sa.CheckConstraint(_in("kind", ("cookie", "bearer")), name="sessions_kind_check"),
+    sa.CheckConstraint("length(label) <= 64", name="sessions_label_check"),
+    sa.CheckConstraint("length(token_hash) = 32", name="sessions_token_hash_check"),
+    sa.Index("sessions_user", "user_id"),
+)
+
+chat = sa.Table(
+    "chat",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("match_id", sa.Text, nullable=False),
+    sa.Column("seat", sa.SmallInteger, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("code", sa.Text, nullable=False),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    sa.CheckConstraint("code ~ '^[a-z_]{1,32}$'", name="chat_code_check"),
+    sa.CheckConstraint(_in("kind", ("phrase", "reaction")), name="chat_kind_check"),
+    sa.CheckConstraint(
+        "length(match_id) >= 1 AND length(match_id) <= 128", name="chat_match_id_check"
+    ),
+    sa.CheckConstraint("seat >= 0 AND seat <= 15", name="chat_seat_check"),
+    sa.Index("chat_match", "match_id", "id"),
+)
+
+invitations = sa.Table(
+    "invitations",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("inviter", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("invitee", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("op", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text),
+    sa.Column("tier", sa.Text),
+    sa.Column("invite_code", sa.Text),
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'pending'")),
+    sa.Column("failure", sa.Text),
+    sa.Column("table_id", sa.Text),
+    sa.Column("idempotency_key", sa.Text, nullable=False),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    _timestamp("expires_at", nullable=False),
+    _timestamp("decided_at"),
+    sa.CheckConstraint("inviter <> invitee", name="invitations_check"),
+    sa.CheckConstraint("expires_at > created_at", name="invitations_check1"),
+    sa.CheckConstraint(
+        "CASE WHEN op = 'code' THEN invite_code IS NOT NULL AND kind IS NULL AND tier IS NULL"
+        " ELSE invite_code IS NULL AND kind IS NOT NULL AND tier IS NOT NULL END",
+        name="invitations_check2",
+    ),
+    sa.CheckConstraint("failure ~ '^[a-z_]{1,64}$'", name="invitations_failure_check"),
+    sa.CheckConstraint(
+        "length(idempotency_key) >= 1 AND length(idempotency_key) <= 100",
+        name="invitations_idempotency_key_check",
+    ),
+    sa.CheckConstraint("invite_code ~ '^[A-Z0-9]{4,16}$'", name="invitations_invite_code_check"),
+    sa.CheckConstraint("kind ~ '^[a-z0-9-]{1,40}$'", name="invitations_kind_check"),
+    sa.CheckConstraint(_in("op", ("quick", "private", "code")), name="invitations_op_check"),
+    sa.CheckConstraint(_in("status", INVITATION_STATUSES), name="invitations_status_check"),
+    sa.CheckConstraint(
+        "length(table_id) >= 1 AND length(table_id) <= 64", name="invitations_table_id_check"
+    ),
+    sa.CheckConstraint(_in("tier", TIERS), name="invitations_tier_check"),
+    sa.UniqueConstraint("inviter", "idempotency_key"),
+    sa.Index("invitations_invitee", "invitee", "status"),
+    sa.Index("invitations_inviter", "inviter", "status"),
+)

@@ -5,6 +5,7 @@ seats never ask for a redeal (only a human seat's request under the rules does).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from pathlib import Path
@@ -130,9 +131,11 @@ async def test_a_players_redeal_logs_its_cause_and_deal(
             headers=h,
         )
         assert r.status_code == 200, r.text
+        # the store's pool belongs to the app's event loop (the test client's portal)
         store = hz.engine.fairness.store  # type: ignore[attr-defined]
-        idx = await store.record_index(f"{match_id}/2.d", "void")
-        record = json.loads(await store.leaf(idx))["record"]
+        portal = c.blocking_portal
+        idx = await asyncio.to_thread(portal.call, store.record_index, f"{match_id}/2.d", "void")
+        record = json.loads(await asyncio.to_thread(portal.call, store.leaf, idx))["record"]
         assert record["reason"] == "redeal"
         hands = record["deal"]["hands"]
         assert sum(1 for t in hands[0] if t.split("-")[0] == t.split("-")[1]) >= 5

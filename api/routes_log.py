@@ -148,10 +148,14 @@ async def public_transcripts(
     request: Request[Any, Any, Any],
     match_id: Annotated[str | None, Parameter(max_length=128)] = None,
     limit: Annotated[int, Parameter(ge=1, le=50)] = 20,
+    after: Annotated[int | None, Parameter(ge=0, le=2**40)] = None,
 ) -> TranscriptList:
-    """Finished hands, newest first; players appear as per-match pseudonyms. Auditor accounts
-    export in bulk through /api/audit/."""
+    """Finished hands, newest first, a page at a time (`after`: the previous page's `next`);
+    players appear as per-match pseudonyms. Auditor accounts export in bulk through
+    /api/audit/."""
     params: dict[str, Any] = {"limit": limit}
+    if after is not None:
+        params["after"] = after
     if match_id is not None:
         if MATCH_ID_RE.fullmatch(match_id) is None:
             raise ServiceError(400, "invalid_request", "bad match id")

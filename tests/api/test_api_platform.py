@@ -95,11 +95,24 @@ async def test_api_paid_pairs_match_end_to_end(platform_db, internal_secret, tmp
             # players appear under per-match pseudonyms, the same in every hand of the match.
             async with p.client() as anon:
                 rec = await anon.get(f"/log/receipts/{deal_id}")
-                public = (await anon.get(f"/log/transcripts?match_id={match_id}")).json()
+                public = (await anon.get(f"/log/transcripts?match_id={match_id}&limit=50")).json()
+                # the open audit pages by cursor like the account routes
+                walked: list[str] = []
+                after: int | None = None
+                for _ in range(60):
+                    query: dict[str, Any] = {"match_id": match_id, "limit": 1}
+                    if after is not None:
+                        query["after"] = after
+                    page = (await anon.get("/log/transcripts", params=query)).json()
+                    walked += [x["deal_id"] for x in page["transcripts"]]
+                    after = page["next"]
+                    if after is None:
+                        break
                 open_doc = await anon.get(f"/log/transcripts/{deal_id}")
                 assert (await anon.get("/log/keys")).status_code == 200
             assert rec.status_code == 200, rec.text
             assert open_doc.status_code == 200 and open_doc.json() == doc.json()
+            assert walked == [x["deal_id"] for x in public["transcripts"]]
             labels = {tuple(x["players"]) for x in public["transcripts"] if x["players"]}
             assert len(labels) == 1, labels
             assert not set(names) & set(next(iter(labels)))

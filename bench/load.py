@@ -57,6 +57,7 @@ from bench.sim import (
     TableDriver,
     check_invariants,
     run_queue_wait_s,
+    seat_count,
     setup_players,
     wait_settled,
 )
@@ -68,7 +69,8 @@ DEFAULT_PAREJAS_STEPS = "250,500,750,1000"
 MAX_STEPS = 8
 WARMUP_S = 5.0
 MAX_SETUP_S = 60.0  # bound on the last table's first match, after its staggered start
-# Tables start spread over about one match (an apuesta 1v1 here lasts ~42 actions), so that
+# Tables start spread over about one match (an apuesta 1v1 here lasts ~42 actions; a parejas
+# match ~85, which ends spread out on its own), so that
 # their first matches also end spread out, as in a steady state. Started within 4 s of each
 # other, 1,000 tables ended their first matches within ~10 s of each other ~45 s later: a wave
 # of settlements and new tables (lobby calls, sockets, deals) at ~3x the steady rate, which
@@ -98,9 +100,10 @@ async def run_size(
     drain_s: float,
     records: dict[str, MatchRecord],
     kind: str = KIND,
-    seats: int = 2,
 ) -> dict[str, Any]:
-    """`tables` tables of `kind`, `seats` players each (players[seats * i:]), for one window."""
+    """`tables` tables of `kind` for one measured window, each seating as many of `players`
+    as the kind has seats."""
+    seats = seat_count(kind)
     if len(players) < seats * tables:
         raise SimError(f"{tables} tables of {seats} need {seats * tables} players")
     stats = Stats()
@@ -148,7 +151,7 @@ async def run_size(
                 1.0 / rate,
                 records,
                 kind=kind,
-            )  # fmt: skip
+            )
             for i in range(tables)
         ]
         cpu_before = platform.cpu_seconds()
@@ -364,17 +367,17 @@ async def _steps(
     args: argparse.Namespace,
     records: dict[str, MatchRecord],
     kind: str,
-    seats: int,
     stop_at_failure: bool,
 ) -> list[dict[str, Any]]:
     """Each size in turn (bounded: MAX_STEPS sizes, each bounded in time by `run_size`);
     with `stop_at_failure`, none after the first that does not hold."""
     runs: list[dict[str, Any]] = []
     for size in sizes[:MAX_STEPS]:
-        print(f"load: {size} {kind} tables ({seats * size} sockets) for {args.duration_s} s ...",
+        sockets = seat_count(kind) * size
+        print(f"load: {size} {kind} tables ({sockets} sockets) for {args.duration_s} s ...",
               flush=True)  # fmt: skip
         run = await run_size(
-            platform, players, size, args.duration_s, args.rate, args.drain_s, records, kind, seats
+            platform, players, size, args.duration_s, args.rate, args.drain_s, records, kind
         )
         print(
             f"load: {size} {kind} tables: {run['actions_per_s']} actions/s, "
@@ -402,7 +405,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.monotonic()
         # The runs follow one another (each plays its matches to their end), so the same
         # players sit at the two-seat tables and then at the four-seat ones.
-        count = max(2 * max(two_seat, default=0), 4 * max(parejas, default=0))
+        count = max(
+            seat_count(KIND) * max(two_seat, default=0),
+            seat_count(PAREJAS_KIND) * max(parejas, default=0),
+        )
         players = await setup_players(platform.database_url, platform.gateway_urls[0], count, "ld")
         print(f"load: {len(players)} players ready in {time.monotonic() - t0:.1f} s", flush=True)
         # Everything alive now (players, clients, modules) lives for the whole run: out of the
@@ -414,10 +420,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         gc.set_threshold(*GC_THRESHOLDS)
         records: dict[str, MatchRecord] = {}
         runs = await _steps(
-            platform, players, two_seat, args, records, KIND, 2, stop_at_failure=bool(args.ramp)
+            platform, players, two_seat, args, records, KIND, stop_at_failure=bool(args.ramp)
         )
         parejas_runs = await _steps(
-            platform, players, parejas, args, records, PAREJAS_KIND, 4, stop_at_failure=True
+            platform, players, parejas, args, records, PAREJAS_KIND, stop_at_failure=True
         )
         client = GatewayClient(platform.gateway_urls[0], timeout_s=30.0)
         try:
@@ -438,7 +444,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "highest_tables_that_hold": highest_that_holds(runs),
             "parejas": {
                 "kind": PAREJAS_KIND,
-                "seats_per_table": 4,
+                "seats_per_table": seat_count(PAREJAS_KIND),
                 "steps": parejas,
                 "goal_tables": PAREJAS_GOAL_TABLES,
                 "runs": parejas_runs,

@@ -910,6 +910,14 @@ class Schedule:
     deadline: float
 
 
+def seat_count(kind: str) -> int:
+    """How many players sit at a table of `kind` (the matchmaking catalogue's)."""
+    found = CATALOGUE.get(kind)
+    if found is None:
+        raise SimError(f"unknown table kind {kind!r}")
+    return found.seat_count
+
+
 class TableDriver:
     """Players in every seat of private paid tables of one kind (two at an apuesta 1v1 table,
     four at an apuesta parejas table), one match after another until told to stop."""
@@ -924,9 +932,9 @@ class TableDriver:
         records: dict[str, MatchRecord],
         kind: str = KIND,
     ) -> None:
-        seat_count = CATALOGUE[kind].seat_count if kind in CATALOGUE else 0
-        if len(players) != seat_count:
-            raise SimError(f"a {kind} table seats {seat_count} players, not {len(players)}")
+        seats = seat_count(kind)
+        if len(players) != seats:
+            raise SimError(f"a {kind} table seats {seats} players, not {len(players)}")
         self.index = index
         self.players = players
         self.kind = kind

@@ -48,7 +48,7 @@ async def _run(platform: Platform) -> tuple[dict, dict]:
     records: dict[str, MatchRecord] = {}
     run = await run_size(
         platform, players, TABLES, duration_s=2.0, rate=RATE, drain_s=120.0, records=records,
-        kind=PAREJAS_KIND, seats=4,
+        kind=PAREJAS_KIND,
     )  # fmt: skip
     client = GatewayClient(platform.gateway_urls[0], timeout_s=15.0)
     try:

@@ -128,3 +128,5 @@ def test_a_table_driver_seats_as_many_players_as_its_kind_has_seats():
         TableDriver(0, (PLAYER, PARTNERS[0]), [client], Stats(), 1.0, {}, kind="apuesta-parejas")
     with pytest.raises(SimError, match="seats 2 players, not 4"):
         TableDriver(0, four, [client], Stats(), 1.0, {})
+    with pytest.raises(SimError, match="unknown table kind"):
+        TableDriver(0, four, [client], Stats(), 1.0, {}, kind="parejas-of-five")

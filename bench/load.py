@@ -1,23 +1,28 @@
 """`make load`: paid tables played over the public HTTP + WebSocket protocol against `mesa up`.
 
-    python -m bench.load [--tables 1000 --duration-s 30] [--engines N --gateways N]
-    python -m bench.load --ramp 800,900,1000,1100 --duration-s 30
+    python -m bench.load [--tables 1000 --duration-s 30] [--parejas 250,500,750,1000]
+    python -m bench.load --ramp 800,900,1000,1100 --parejas 0 --duration-s 30
 
-The default is the target size: 1,000 tables at one action per second each, 30 s.
+The default is the target: 1,000 two-seat tables at one action per second each for 30 s,
+then four-seat parejas tables in steps of 250, 500, 750 and 1,000 (the goal), each step for
+30 s, stopping at the first step that does not hold.
 
-Each table is two simulated players at a private $10 apuesta 1v1 table who play real matches
-at `--rate` actions per second per table (a new match as soon as one ends, while the
-measurement runs); after the measured window the matches still running are played to their
-end at a faster pace (bounded by `--drain-s`), then the ledger is reconciled: trial balance
-zero, every pot zero, every wallet = deposit - stakes + payouts (from the match results).
-Latency is client-observed: action frame sent -> its ack frame received. The measured window
-(`--duration-s`) opens once every table has its first match running: concurrent tables in
-steady state, not their start-up (which the report gives as `warmup_s`).
+A two-seat table is two simulated players at a private $10 apuesta 1v1 table; a four-seat table
+is four players at a private $10 apuesta parejas table (2v2, partners across), each player on
+a socket of their own, as players really sit: every action is answered on the actor's socket
+and fanned out to the three others. Tables play real matches at `--rate` actions per second per
+table (a new match as soon as one ends, while the measurement runs); after the measured window
+the matches still running are played to their end at a faster pace (bounded by `--drain-s`),
+then the ledger is reconciled: trial balance zero, every pot zero, every wallet = deposit -
+stakes + payouts (from the match results). Latency is client-observed: action frame sent -> its
+ack frame received. The measured window (`--duration-s`) opens once every table has its first
+match running: concurrent tables in steady state, not their start-up (`warmup_s`).
 
-Ramp mode runs each size in turn on one platform and reports the highest that holds
-(p99 < 100 ms, no errors, the set pace reached). Results: bench/results/load.json.
-Bounded: every size runs at most 60 s of start-up, `--duration-s` and `--drain-s`; traffic only
-to 127.0.0.1.
+A size holds when p99 < 100 ms, no errors and the set pace reached. Ramp mode (`--ramp` for
+two-seat tables, `--parejas` for four-seat ones) runs each size in turn on one platform and
+reports the highest that holds. Results: bench/results/load.json. Bounded: at most 8 steps of
+each kind, every step at most its start-up (stagger + 60 s), `--duration-s` and `--drain-s`;
+traffic only to 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ from bench import server_side
 from bench.common import percentile, write_result
 from bench.sim import (
     DEPOSIT_CENTS,
+    KIND,
+    PAREJAS_KIND,
     GatewayClient,
     MatchRecord,
     Platform,
@@ -50,15 +57,20 @@ from bench.sim import (
     TableDriver,
     check_invariants,
     run_queue_wait_s,
+    seat_count,
     setup_players,
     wait_settled,
 )
 from services.common.loop_health import probe_loop_lag, resident_bytes
 
 P99_LIMIT_MS = 100.0
+PAREJAS_GOAL_TABLES = 1000
+DEFAULT_PAREJAS_STEPS = "250,500,750,1000"
+MAX_STEPS = 8
 WARMUP_S = 5.0
 MAX_SETUP_S = 60.0  # bound on the last table's first match, after its staggered start
-# Tables start spread over about one match (an apuesta 1v1 here lasts ~42 actions), so that
+# Tables start spread over about one match (an apuesta 1v1 here lasts ~42 actions; a parejas
+# match ~85, which ends spread out on its own), so that
 # their first matches also end spread out, as in a steady state. Started within 4 s of each
 # other, 1,000 tables ended their first matches within ~10 s of each other ~45 s later: a wave
 # of settlements and new tables (lobby calls, sockets, deals) at ~3x the steady rate, which
@@ -87,7 +99,13 @@ async def run_size(
     rate: float,
     drain_s: float,
     records: dict[str, MatchRecord],
+    kind: str = KIND,
 ) -> dict[str, Any]:
+    """`tables` tables of `kind` for one measured window, each seating as many of `players`
+    as the kind has seats."""
+    seats = seat_count(kind)
+    if len(players) < seats * tables:
+        raise SimError(f"{tables} tables of {seats} need {seats * tables} players")
     stats = Stats()
     # A small pool per gateway: the lobby calls that need one are short, and a burst of table
     # starts queues for a connection instead of opening hundreds.
@@ -126,14 +144,21 @@ async def run_size(
         opener = asyncio.create_task(open_window())
         drivers = [
             TableDriver(
-                i, (players[2 * i], players[2 * i + 1]), clients, stats, 1.0 / rate, records
-            )  # fmt: skip
+                i,
+                tuple(players[seats * i : seats * (i + 1)]),
+                clients,
+                stats,
+                1.0 / rate,
+                records,
+                kind=kind,
+            )
             for i in range(tables)
         ]
         cpu_before = platform.cpu_seconds()
         cpu_before["load_generator"] = _own_cpu_s()
         waits_before = _run_queue_waits(platform)
         actions_before = stats.actions_total
+        frames_before = stats.frames
         samples: list[int] = []
 
         async def sample() -> None:
@@ -217,7 +242,10 @@ async def run_size(
         errors = sum(stats.errors.values())
         p99 = percentile(lat, 0.99)
         result = {
+            "kind": kind,
+            "seats_per_table": seats,
             "tables": tables,
+            "sockets": seats * tables,
             "rate_per_table": rate,
             "duration_s": duration_s,
             "concurrent_tables": {
@@ -273,6 +301,9 @@ async def run_size(
                 for k in waits_after
             },
             "actions_all": actions_all,
+            # Frames the players' sockets received per action (every seat's update; seats'
+            # snapshots on connecting): about the seats per table.
+            "frames_per_action": round((stats.frames - frames_before) / actions_all, 2),
             # CPU per acknowledged action over the whole run (warm-up and drain included, so
             # it stays comparable when other work shares the cores): what bounds the table count.
             "cpu_ms_per_action": {
@@ -306,10 +337,65 @@ def _pace_factor() -> float:
     return 0.85
 
 
+def parse_steps(text: str) -> list[int]:
+    """Table counts of a step search ("250,500,750,1000"): increasing, each within 1..5000, at
+    most MAX_STEPS of them; "" or "0" for none."""
+    if text.strip() in ("", "0"):
+        return []
+    try:
+        steps = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"table counts are comma-separated integers, not {text!r}") from None
+    if len(steps) > MAX_STEPS:
+        raise ValueError(f"at most {MAX_STEPS} steps, not {len(steps)}")
+    if any(n < 1 or n > 5000 for n in steps):
+        raise ValueError("table counts must be within 1..5000")
+    if any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+        raise ValueError(f"steps must increase: {text!r}")
+    return steps
+
+
+def highest_that_holds(runs: list[dict[str, Any]]) -> int:
+    """The largest table count among the runs that held (0: none did)."""
+    return max((r["tables"] for r in runs if r["holds"]), default=0)
+
+
+async def _steps(
+    platform: Platform,
+    players: list[Player],
+    sizes: list[int],
+    args: argparse.Namespace,
+    records: dict[str, MatchRecord],
+    kind: str,
+    stop_at_failure: bool,
+) -> list[dict[str, Any]]:
+    """Each size in turn (bounded: MAX_STEPS sizes, each bounded in time by `run_size`);
+    with `stop_at_failure`, none after the first that does not hold."""
+    runs: list[dict[str, Any]] = []
+    for size in sizes[:MAX_STEPS]:
+        sockets = seat_count(kind) * size
+        print(f"load: {size} {kind} tables ({sockets} sockets) for {args.duration_s} s ...",
+              flush=True)  # fmt: skip
+        run = await run_size(
+            platform, players, size, args.duration_s, args.rate, args.drain_s, records, kind
+        )
+        print(
+            f"load: {size} {kind} tables: {run['actions_per_s']} actions/s, "
+            f"p50 {run['latency_ms']['p50']} ms, p99 {run['latency_ms']['p99']} ms, "
+            f"errors {run['errors']}, holds={run['holds']}",
+            flush=True,
+        )
+        runs.append(run)
+        if stop_at_failure and not run["holds"]:
+            break
+    return runs
+
+
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    sizes = [int(x) for x in args.ramp.split(",")] if args.ramp else [args.tables]
-    if any(s < 1 or s > 5000 for s in sizes):
-        raise SimError("table counts must be within 1..5000")
+    two_seat = parse_steps(args.ramp) if args.ramp else ([args.tables] if args.tables else [])
+    parejas = parse_steps(args.parejas)
+    if not two_seat and not parejas:
+        raise SimError("nothing to run: give --tables (or --ramp) or --parejas")
     var_dir = Path(tempfile.mkdtemp(prefix="mesa-load-"))
     var_dir.chmod(0o711)  # ours: passable by the server's own user (as root)
     platform = Platform(var_dir, engines=args.engines, gateways=args.gateways)
@@ -318,9 +404,13 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     print(f"load: platform up in {time.monotonic() - started:.1f} s ({var_dir})", flush=True)
     try:
         t0 = time.monotonic()
-        players = await setup_players(
-            platform.database_url, platform.gateway_urls[0], 2 * max(sizes), "ld"
+        # The runs follow one another (each plays its matches to their end), so the same
+        # players sit at the two-seat tables and then at the four-seat ones.
+        count = max(
+            seat_count(KIND) * max(two_seat, default=0),
+            seat_count(PAREJAS_KIND) * max(parejas, default=0),
         )
+        players = await setup_players(platform.database_url, platform.gateway_urls[0], count, "ld")
         print(f"load: {len(players)} players ready in {time.monotonic() - t0:.1f} s", flush=True)
         # Everything alive now (players, clients, modules) lives for the whole run: out of the
         # collector's reach. And rarer collections: each full pass stalls every simulated table
@@ -330,21 +420,12 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         gc.freeze()
         gc.set_threshold(*GC_THRESHOLDS)
         records: dict[str, MatchRecord] = {}
-        runs: list[dict[str, Any]] = []
-        for size in sizes:
-            print(f"load: {size} tables for {args.duration_s} s ...", flush=True)
-            run = await run_size(
-                platform, players, size, args.duration_s, args.rate, args.drain_s, records
-            )
-            print(
-                f"load: {size} tables: {run['actions_per_s']} actions/s, "
-                f"p50 {run['latency_ms']['p50']} ms, p99 {run['latency_ms']['p99']} ms, "
-                f"errors {run['errors']}, holds={run['holds']}",
-                flush=True,
-            )
-            runs.append(run)
-            if args.ramp and not run["holds"]:
-                break
+        runs = await _steps(
+            platform, players, two_seat, args, records, KIND, stop_at_failure=bool(args.ramp)
+        )
+        parejas_runs = await _steps(
+            platform, players, parejas, args, records, PAREJAS_KIND, stop_at_failure=True
+        )
         client = GatewayClient(platform.gateway_urls[0], timeout_s=30.0)
         try:
             by_name = {p.name: p for p in players}
@@ -354,14 +435,22 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         deposits = {p.name: DEPOSIT_CENTS for p in players}
         checks = await check_invariants(platform.database_url, records, deposits)
         checks["settle_wait_s"] = round(settle_s, 1)
-        held = [r["tables"] for r in runs if r["holds"]]
         return {
             "engines": args.engines,
             "gateways": args.gateways,
             "cpus": _cpus(),
             "p99_limit_ms": P99_LIMIT_MS,
+            "kind": KIND,
             "runs": runs,
-            "highest_tables_that_hold": max(held, default=0),
+            "highest_tables_that_hold": highest_that_holds(runs),
+            "parejas": {
+                "kind": PAREJAS_KIND,
+                "seats_per_table": seat_count(PAREJAS_KIND),
+                "steps": parejas,
+                "goal_tables": PAREJAS_GOAL_TABLES,
+                "runs": parejas_runs,
+                "highest_tables_that_hold": highest_that_holds(parejas_runs),
+            },
             "reconciliation": checks,
         }
     finally:
@@ -385,10 +474,20 @@ def _cpus() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.load", description=__doc__)
-    parser.add_argument("--tables", type=int, default=1000, help="concurrent tables")
+    parser.add_argument(
+        "--tables", type=int, default=1000, help="concurrent two-seat tables (0: none)"
+    )
     parser.add_argument("--duration-s", type=float, default=30.0, help="measured seconds")
     parser.add_argument("--rate", type=float, default=1.0, help="actions/s per table")
-    parser.add_argument("--ramp", default="", help="comma list of table counts, e.g. 50,100,200")
+    parser.add_argument(
+        "--ramp", default="", help="two-seat table counts in turn, e.g. 50,100,200 (for --tables)"
+    )
+    parser.add_argument(
+        "--parejas",
+        default=DEFAULT_PAREJAS_STEPS,
+        help="four-seat parejas table counts in turn, up to the first that does not hold "
+        f"(default {DEFAULT_PAREJAS_STEPS}; 0: none)",
+    )
     parser.add_argument("--engines", type=int, default=1)
     parser.add_argument("--gateways", type=int, default=1)
     parser.add_argument("--drain-s", type=float, default=240.0, help="bound on finishing")
@@ -397,6 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.05 <= args.rate <= 5 or not 1 <= args.duration_s <= 3600:
         parser.error("--rate must be within 0.05..5 and --duration-s within 1..3600")
+    if not 0 <= args.tables <= 5000:
+        parser.error("--tables must be within 0..5000")
+    try:
+        parse_steps(args.ramp)
+        parse_steps(args.parejas)
+    except ValueError as exc:
+        parser.error(str(exc))
     try:
         result = _run_loop(main_async(args))
     except SimError as exc:
@@ -404,8 +510,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     path = write_result(args.name, result)
     rec = result["reconciliation"]
+    parejas = result["parejas"]
     print(
-        f"load: highest that holds: {result['highest_tables_that_hold']} tables; "
+        f"load: highest that holds (p99 < {P99_LIMIT_MS:.0f} ms): "
+        f"{result['highest_tables_that_hold']} two-seat tables; "
+        f"{parejas['highest_tables_that_hold']} four-seat parejas tables of the goal "
+        f"{parejas['goal_tables']} (steps {parejas['steps']}); "
         f"reconciliation ok={rec['ok']} {rec['violations'][:3]}; written to {path}",
         flush=True,
     )

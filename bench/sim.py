@@ -7,17 +7,19 @@
   the public finance route as a finance user.
 - `GatewayClient` and `call`: the players' public HTTP calls (keep-alive HTTP/1.1 on
   `bench.http1.Http1Pool`), retried on transport errors, 429 and 5xx until a deadline.
-- `TableDriver`: two players at a private paid 1v1 table, each on its own WebSocket
-  (`/api/matches/{id}/ws`, through `bench/wsclient.py`), acting from their seat's snapshot at a
-  set pace; actions carry the seq they were made against, so a retry never plays twice (409
+- `TableDriver`: every seat of a private paid table taken by a player (two at an apuesta 1v1
+  table, four at an apuesta parejas table), each on its own WebSocket (`/api/matches/{id}/ws`,
+  on the `websockets` library's asyncio client), acting from their seat's snapshot at a set
+  pace; actions carry the seq they were made against, so a retry never plays twice (409
   stale_seq: re-read the view); a dropped socket reconnects with `?after=seq`. Latency is
   client-observed: action frame sent -> its ack frame received.
 - `check_invariants`: the money and fairness checks of issue 9, read straight from PostgreSQL.
 
 The load generator shares the cores with the platform it measures, so its hot path is lean:
-each socket's frames reach its `Seat` through a callback (no reader task per socket), frames
-are decoded into Structs of the few fields the players read, and the bounded waits are a
-future plus a `call_later` timer (no Task per wait, as `asyncio.wait_for` makes in 3.11).
+frames are received as bytes (no UTF-8 decoding to `str`) and decoded into Structs of the few
+fields the players read, the sockets offer no compression and send no keepalive pings, and
+the bounded waits are a future plus a `call_later` timer (no Task per wait, as
+`asyncio.wait_for` makes in 3.11).
 
 Every loop here is bounded in count and in time; all traffic goes to 127.0.0.1.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import os
 import queue
 import secrets
@@ -44,15 +47,19 @@ import asyncpg
 import httpx
 import msgspec
 import psutil
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed, WebSocketException
+from websockets.protocol import State
 
-from bench import wsclient
 from bench.http1 import Http1Pool, TransportError, request_target
-from bench.wsclient import WebSocket, WsError
 from services.common.config import Settings, load_settings
 from services.common.ports import free_port, free_ports, port_is_free
+from services.matchmaking.kinds import CATALOGUE
 
 READY_LINE = "ready; Ctrl-C stops everything"
 KIND = "apuesta-1v1"
+PAREJAS_KIND = "apuesta-parejas"  # four seats, partners across (services/matchmaking/kinds.py)
 TIER = "10"
 STAKE_CENTS = 1000
 DEPOSIT_CENTS = 1_000_000
@@ -62,6 +69,10 @@ REPLICA_STRIDE = 100
 POLL_MIN_S = 0.05  # a table's status is polled after this long, then twice as long, ...
 POLL_MAX_S = 0.4
 WS_MAX_SIZE_BYTES = 1 << 20
+WS_OPEN_TIMEOUT_S = 10.0
+WS_CLOSE_TIMEOUT_S = 2.0
+# A socket lives for one match (a few hundred frames); past this its reader closes it.
+MAX_FRAMES_PER_SOCKET = 1_000_000
 T = TypeVar("T")
 
 
@@ -405,6 +416,8 @@ class Stats:
     latencies_by_kind_ms: dict[str, list[float]] = field(default_factory=dict)
     actions: int = 0
     actions_total: int = 0
+    # WebSocket frames received by every seat: an action fans out to every seat of its table.
+    frames: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     stale: int = 0
     reconnects: int = 0
@@ -452,6 +465,16 @@ class MatchRecord:
 _RETRY_STATUSES = {429, 502, 503, 504}
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 _BODYLESS = ("GET", "HEAD", "DELETE", "OPTIONS")
+
+
+def _header_lines(headers: dict[str, str]) -> list[str]:
+    """`name: value` request lines; a line break in either would smuggle a request: refused."""
+    lines = []
+    for name, value in headers.items():
+        if any(c in name + value for c in "\r\n"):
+            raise ValueError(f"header {name!r} contains a line break")
+        lines.append(f"{name}: {value}")
+    return lines
 
 
 class HttpResponse:
@@ -509,7 +532,7 @@ class GatewayClient:
         """One request to a path of this gateway; raises `TransportError` when no complete
         answer came (connection refused or lost, timeout)."""
         lines = [f"{method} {request_target('', url, None)} HTTP/1.1", f"Host: {self._host}"]
-        lines += wsclient.header_lines(headers or {})
+        lines += _header_lines(headers or {})
         body = b""
         if json is not None:
             body = msgspec.json.encode(json)
@@ -701,19 +724,22 @@ _SNAPSHOT_FRAME = b'{"type":"snapshot"}'
 class Seat:
     """One player's socket at the table and the latest snapshot of their seat.
 
-    The socket (bench/wsclient.py) hands each frame to `_on_message` as it arrives, and its end
-    to `_on_closed`: no reader task per socket.
+    The socket is the `websockets` library's asyncio client; one reader task per socket hands
+    each frame to `_on_message` as it arrives, and the socket's end to `_on_closed`.
     """
 
     def __init__(self, driver: TableDriver, player: Player) -> None:
         self.driver = driver
         self.player = player
-        self.ws: WebSocket | None = None
+        self.ws: ClientConnection | None = None
+        self.reader: asyncio.Task[None] | None = None
         self.view: View | None = None
         self.seq = -1
         self.pending: dict[str, asyncio.Future[Frame]] = {}
         self.seeds: dict[str, str] = {}
         self.connected = False
+        # Action references: unique per seat, which is all an ack's `ref` is matched against.
+        self.refs = itertools.count()
 
     async def connect(self, match_id: str, deadline: float) -> None:
         delay = 0.2
@@ -724,28 +750,52 @@ class Seat:
             if self.seq >= 0:
                 url += f"?after={self.seq}"
             try:
-                ws = await wsclient.connect(
+                ws = await ws_connect(
                     url,
-                    on_message=self._on_message,
-                    on_closed=self._on_closed,
-                    headers=self.player.headers,
+                    additional_headers=self.player.headers,
                     max_size=WS_MAX_SIZE_BYTES,
-                    handshake_timeout_s=10.0,
-                    close_timeout_s=2.0,
+                    open_timeout=WS_OPEN_TIMEOUT_S,
+                    close_timeout=WS_CLOSE_TIMEOUT_S,
+                    # Loopback only, so no proxy from the environment; no compression and no
+                    # keepalive pings (the server pings, the library answers): CPU the load
+                    # generator would take from the platform it measures.
+                    proxy=None,
+                    compression=None,
+                    ping_interval=None,
+                    user_agent_header=None,
                 )
-            except (OSError, WsError, TimeoutError):
+            except (OSError, WebSocketException, TimeoutError):
                 self.driver.stats.reconnects += 1
                 await asyncio.sleep(delay)
                 delay = min(2.0, delay * 1.5)
                 continue
             self.ws = ws
-            # A socket the server closed right after its handshake (frames arrive with it)
-            # is already over: the loop reconnects.
-            self.connected = ws.is_open
+            self.connected = True
+            # A socket the server closed right after its handshake ends its reader at once,
+            # which marks the seat disconnected: the loop reconnects.
+            self.reader = asyncio.get_running_loop().create_task(self._read(ws))
             return
         raise SimError(f"{self.player.name}: no connection after many attempts")
 
-    def _on_message(self, raw: str | bytes) -> None:
+    async def _read(self, ws: ClientConnection) -> None:
+        """Every frame of `ws` to `_on_message` (as bytes: msgspec decodes UTF-8 itself), until
+        it closes (bounded: MAX_FRAMES_PER_SOCKET)."""
+        try:
+            for _ in range(MAX_FRAMES_PER_SOCKET):
+                self._on_message(await ws.recv(decode=False))
+        except ConnectionClosed:
+            pass
+        except (msgspec.DecodeError, SimError) as exc:
+            self.driver.stats.error("ws_frame", str(exc))
+        finally:
+            if self.ws is ws:
+                self._on_closed()
+            if ws.state is not State.CLOSED:
+                # Not by the server: a frame it could not read, or the bound reached.
+                await ws.close()
+
+    def _on_message(self, raw: bytes) -> None:
+        self.driver.stats.frames += 1
         msg = _decode_frame(raw)
         kind = msg.type
         if kind == "ack":
@@ -771,9 +821,8 @@ class Seat:
             self.seq = view.seq
         self.driver.changed.set()
 
-    def _on_closed(self, ws: WebSocket) -> None:
-        # Called once per socket, when it stops being open: the previous socket's call came
-        # before this seat connected again, so it always concerns the seat's current socket.
+    def _on_closed(self) -> None:
+        # Called by the current socket's reader only (an earlier socket's reader may end later).
         self.connected = False
         for fut in self.pending.values():
             if not fut.done():
@@ -790,10 +839,16 @@ class Seat:
             self.driver.stats.error("ws_" + str(msg.error), _frame_text(msg))
 
     async def close(self) -> None:
-        if self.ws is not None:
-            with contextlib.suppress(Exception):
-                await self.ws.close()  # bounded by its close_timeout_s
+        ws, reader = self.ws, self.reader
         self.connected = False
+        if ws is not None:
+            with contextlib.suppress(Exception):
+                await ws.close()  # bounded by its close_timeout
+        if reader is not None:
+            # A closed socket ends its reader; `close` bounded the wait for that.
+            if not reader.done():
+                reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
 
     def next_action(self) -> dict[str, Any] | None:
         view = self.view
@@ -822,28 +877,30 @@ class Seat:
 
     async def act(self, action: dict[str, Any], timeout_s: float) -> Frame:
         ws = self.ws
-        if ws is None or not ws.is_open:
+        if ws is None or not self.connected:
             return _DISCONNECTED
-        ref = wsclient.random_bytes(6).hex()  # as secrets.token_hex(6), without a syscall
+        ref = str(next(self.refs))
         loop = self.driver.loop
         if loop is None:
             raise SimError("a seat acts only inside its table's play()")
         fut: asyncio.Future[Frame] = loop.create_future()
         frame = {"type": "action", "ref": ref, "seq": self.seq, "action": action}
-        try:
-            ws.send_text(_encode_frame(frame))
-        except WsError:
-            return _DISCONNECTED
+        # Registered first: the socket's end while sending answers it `disconnected`.
         self.pending[ref] = fut
+        try:
+            await ws.send(_encode_frame(frame), text=True)
+        except ConnectionClosed:
+            self.pending.pop(ref, None)
+            return _DISCONNECTED
         reply = await _bounded(loop, fut, timeout_s, _TIMED_OUT)
         if reply is _TIMED_OUT:
             self.pending.pop(ref, None)
         return reply
 
     async def ask_snapshot(self) -> None:
-        if self.ws is not None:
-            with contextlib.suppress(WsError):
-                self.ws.send_text(_SNAPSHOT_FRAME)
+        if self.ws is not None and self.connected:
+            with contextlib.suppress(ConnectionClosed):
+                await self.ws.send(_SNAPSHOT_FRAME, text=True)
 
 
 @dataclass
@@ -854,20 +911,34 @@ class Schedule:
     deadline: float
 
 
+def seat_count(kind: str) -> int:
+    """How many players sit at a table of `kind` (the matchmaking catalogue's)."""
+    found = CATALOGUE.get(kind)
+    if found is None:
+        raise SimError(f"unknown table kind {kind!r}")
+    return found.seat_count
+
+
 class TableDriver:
-    """Two players at private paid 1v1 tables, one match after another until told to stop."""
+    """Players in every seat of private paid tables of one kind (two at an apuesta 1v1 table,
+    four at an apuesta parejas table), one match after another until told to stop."""
 
     def __init__(
         self,
         index: int,
-        players: tuple[Player, Player],
+        players: tuple[Player, ...],
         clients: list[GatewayClient],
         stats: Stats,
         interval_s: float,
         records: dict[str, MatchRecord],
+        kind: str = KIND,
     ) -> None:
+        seats = seat_count(kind)
+        if len(players) != seats:
+            raise SimError(f"a {kind} table seats {seats} players, not {len(players)}")
         self.index = index
         self.players = players
+        self.kind = kind
         self.clients = clients
         self.stats = stats
         self.interval_s = interval_s
@@ -886,24 +957,27 @@ class TableDriver:
         return base.replace("http://", "ws://", 1) + f"/api/matches/{match_id}/ws"
 
     async def start_match(self, deadline: float) -> MatchRecord:
-        a, b = self.players
+        """The first player opens a private table, the others sit by its invite code."""
+        host, *guests = self.players
         n = self.matches
         client = self.client()
-        key = f"load-{a.name}-{n}-{secrets.token_hex(4)}"
+        key = f"load-{host.name}-{n}-{secrets.token_hex(4)}"
         r = await call(
-            client, "POST", "/api/lobby/private", a, self.stats, deadline,
-            {"kind": KIND, "tier": TIER, "idempotency_key": key + "-c"},
+            client, "POST", "/api/lobby/private", host, self.stats, deadline,
+            {"kind": self.kind, "tier": TIER, "idempotency_key": key + "-c"},
         )  # fmt: skip
         if r.status_code != 200:
             raise SimError(f"private table: {r.status_code} {r.text[:200]}")
         table = r.json()
-        r = await call(
-            client, "POST", "/api/lobby/join-code", b, self.stats, deadline,
-            {"invite_code": table["invite_code"], "idempotency_key": key + "-j"},
-        )  # fmt: skip
-        if r.status_code != 200:
-            raise SimError(f"join by code: {r.status_code} {r.text[:200]}")
-        match_id = r.json().get("match_id")
+        match_id = None
+        for i, guest in enumerate(guests):
+            r = await call(
+                client, "POST", "/api/lobby/join-code", guest, self.stats, deadline,
+                {"invite_code": table["invite_code"], "idempotency_key": f"{key}-j{i}"},
+            )  # fmt: skip
+            if r.status_code != 200:
+                raise SimError(f"join by code: {r.status_code} {r.text[:200]}")
+            match_id = r.json().get("match_id")
         # No event tells an HTTP client that the table started: poll its status, bounded;
         # backing off, as every poll costs the gateway a signed-in request.
         delay_s = POLL_MIN_S
@@ -914,7 +988,7 @@ class TableDriver:
             delay_s = min(POLL_MAX_S, delay_s * 2)
             self.stats.lobby_polls += 1
             r = await call(
-                client, "GET", f"/api/lobby/tables/{table['table_id']}", a, self.stats, deadline
+                client, "GET", f"/api/lobby/tables/{table['table_id']}", host, self.stats, deadline
             )
             if r.status_code == 200:
                 match_id = r.json().get("match_id")
@@ -922,7 +996,7 @@ class TableDriver:
             raise SimError(f"table {table['table_id']} did not start")
         self.matches += 1
         self.stats.matches_started += 1
-        record = MatchRecord(match_id, table["table_id"], [a.name, b.name])
+        record = MatchRecord(match_id, table["table_id"], [p.name for p in self.players])
         self.records[match_id] = record
         return record
 
@@ -960,7 +1034,8 @@ class TableDriver:
             if over is not None:
                 self._finish(record, over.state)
                 return
-            order = self.seats[turn % 2 :] + self.seats[: turn % 2]
+            first = turn % len(self.seats)
+            order = self.seats[first:] + self.seats[:first]
             choice = next(((s, a) for s in order if (a := s.next_action()) is not None), None)
             if choice is None:
                 self.changed.clear()

@@ -227,7 +227,7 @@ export class Table {
         $("deal-commitment").title = c || "";
         break;
       }
-      case "pass": this.toast(`${this.nameOf(d.seat)} ${t("pass")}`); break;
+      case "pass": this.toast(d.seat === this.mySeat() ? t("pass_me") : `${this.nameOf(d.seat)} ${t("pass")}`); break;
       case "bonus": {
         const name = this.bonusName(d.kind);
         const side = this.sideLabel(d.side);

@@ -53,7 +53,7 @@ from services.common.json_limits import check_json_depth
 from services.common.logging import REQUEST_ID_HEADER, clean_request_id, get_logger
 from services.common.loop_health import LoopHealth
 from services.common.metrics import REQUEST_SECONDS, REQUESTS, child, render
-from services.common.strict_json import strict_json_body
+from services.common.strict_json import decoded_body, strict_json_body
 
 log = get_logger()
 
@@ -82,6 +82,9 @@ class BoundedRequest(Request[Any, Any, Any]):
     nesting is a RecursionError (services.common.json_limits)."""
 
     async def json(self) -> Any:
+        done, value = decoded_body(self)
+        if done:
+            return value
         check_json_depth(await self.body())
         return await super().json()
 

@@ -39,9 +39,32 @@ async def echo(data: JSONBody[Echo]) -> Echo:
     return data
 
 
+@post("/internal/echo-once", opt=callers_opt("gateway"))
+async def echo_once(request: Request, data: JSONBody[Echo]) -> bool:  # type: ignore[type-arg]
+    # True when the handler got the very value the strict check decoded: one decode a body.
+    from services.common.strict_json import decoded_body
+
+    done, value = decoded_body(request)
+    return done and value is data
+
+
 def _app(database_url, secret, **kw):
     settings = make_settings(database_url, secret)
-    return create_service_app("ledger", settings, [seen, echo], **kw), settings
+    return create_service_app("ledger", settings, [seen, echo, echo_once], **kw), settings
+
+
+async def test_a_body_is_decoded_once_strictly(database_url, internal_secret):
+    app, settings = _app(database_url, internal_secret)
+    auth = {"Authorization": header_value(settings.internal_secret, "gateway", "ledger")}
+    async with AsyncTestClient(app) as client:
+        once = await client.post("/internal/echo-once", json={"amount_cents": 5}, headers=auth)
+        lax = await client.post("/internal/echo-once", json={"amount_cents": 5.0}, headers=auth)
+        deep = await client.post(
+            "/internal/echo-once", content=b'{"amount_cents":' + b"[" * 5000, headers=auth
+        )
+    assert once.status_code == 201 and once.json() is True
+    assert lax.status_code == 400 and lax.json()["error"] == "invalid_request"
+    assert deep.status_code == 400 and deep.json()["error"] == "invalid_request"
 
 
 async def test_health_reports_service_version_and_database(database_url, internal_secret):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import csv
 import io
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import date
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn, TypeVar
 
 import msgspec
 from litestar import Request, Response, get, post
@@ -243,25 +243,44 @@ def _too_long(report: str) -> NoReturn:
     )
 
 
-async def _journal_csv(
-    ledger: Any, params: dict[str, str], first: JournalPage
+# One page of a report, whatever its shape (a ledger page Struct, or a list of rows).
+P = TypeVar("P")
+
+
+async def _paged_csv(
+    report: str,
+    header: Sequence[str],
+    first: P,
+    rows: Callable[[P], Sequence[Sequence[Any]]],
+    following: Callable[[P], Awaitable[P | None]],
 ) -> AsyncIterator[str]:
-    """The journal as CSV, page by page from the ledger's cursor: one page in memory."""
-    yield _csv_lines([_fields(JournalRow)])
+    """A report as CSV, page by page from the ledger's cursor: one page in memory; an export
+    longer than `MAX_EXPORT_PAGES` pages is cut short (`_too_long`)."""
+    yield _csv_lines([header])
     page = first
     for _ in range(MAX_EXPORT_PAGES):
-        yield _csv_lines([msgspec.structs.astuple(r) for r in page.rows])
-        if page.next is None:
+        yield _csv_lines(rows(page))
+        after = await following(page)
+        if after is None:
             return
-        page = await call(
-            "ledger",
-            ledger.get(
-                "/v1/reports/journal",
-                JournalPage,
-                params={**params, "after": page.next, "limit": MAX_JOURNAL_PAGE},
-            ),
-        )
-    _too_long("journal")
+        page = after
+    _too_long(report)
+
+
+def _journal_csv(ledger: Any, params: dict[str, str], first: JournalPage) -> AsyncIterator[str]:
+    async def following(page: JournalPage) -> JournalPage | None:
+        if page.next is None:
+            return None
+        query = {**params, "after": page.next, "limit": MAX_JOURNAL_PAGE}
+        return await call("ledger", ledger.get("/v1/reports/journal", JournalPage, params=query))
+
+    return _paged_csv(
+        "journal",
+        _fields(JournalRow),
+        first,
+        lambda page: [msgspec.structs.astuple(r) for r in page.rows],
+        following,
+    )
 
 
 # The ledger's pots report, column by column (ledger/reports.py `pots`).
@@ -283,36 +302,41 @@ POT_COLUMNS = [
 ]
 
 
-async def _pots_csv(ledger: Any, first: list[dict[str, Any]]) -> AsyncIterator[str]:
-    """Every pot as CSV, page by page from the ledger (oldest first): one page in memory."""
-    page = first
-    yield _csv_lines([POT_COLUMNS])
-    for _ in range(MAX_EXPORT_PAGES):
-        yield _csv_lines([[row.get(k) for k in POT_COLUMNS] for row in page])
+def _pots_csv(ledger: Any, first: list[dict[str, Any]]) -> AsyncIterator[str]:
+    """Every pot, oldest first; a page shorter than the page size is the last."""
+
+    async def following(page: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
         if len(page) < MAX_POTS_PAGE:
-            return
-        page = await call(
-            "ledger",
-            ledger.get(
-                "/v1/reports/pots",
-                list[dict[str, Any]],
-                params={"after": str(page[-1]["match_id"]), "limit": MAX_POTS_PAGE},
-            ),
+            return None
+        query = {"after": str(page[-1]["match_id"]), "limit": MAX_POTS_PAGE}
+        return await call(
+            "ledger", ledger.get("/v1/reports/pots", list[dict[str, Any]], params=query)
         )
-    _too_long("pots")
+
+    return _paged_csv(
+        "pots",
+        POT_COLUMNS,
+        first,
+        lambda page: [[row.get(k) for k in POT_COLUMNS] for row in page],
+        following,
+    )
 
 
-async def _statement_csv(
+def _statement_csv(
     state: Any, player: str, since: str | None, until: str | None, first: StatementPage
 ) -> AsyncIterator[str]:
-    yield _csv_lines([_fields(StatementLine)])
-    page = first
-    for _ in range(MAX_EXPORT_PAGES):
-        yield _csv_lines([msgspec.structs.astuple(line) for line in page.lines])
+    async def following(page: StatementPage) -> StatementPage | None:
         if page.next is None:
-            return
-        page = await _statement(state, player, since, until, page.next)
-    _too_long("statement")
+            return None
+        return await _statement(state, player, since, until, page.next)
+
+    return _paged_csv(
+        "statement",
+        _fields(StatementLine),
+        first,
+        lambda page: [msgspec.structs.astuple(line) for line in page.lines],
+        following,
+    )
 
 
 class PlayerController(GuardedController):

@@ -6,6 +6,7 @@ failing service becomes 503 `service_unavailable`, never a 500 and never the int
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from services.common.http import (
     ServiceUnavailable,
 )
 from services.common.logging import get_logger
+from services.matchmaking.contract import KindList
 
 T = TypeVar("T")
 log = get_logger()
@@ -30,6 +32,9 @@ SERVICES = ("ledger", "engine", "matchmaking")
 ENGINE_CONNECTIONS = 1024
 # Client-safe codes passed through as they are; any other 4xx becomes a generic refusal.
 _PASS_STATUSES = {400, 403, 404, 409, 422, 429}
+# Matchmaking's catalogue is its configuration, fixed while it runs: every join asks what a
+# kind and tier stake, so the gateway keeps the answer this long instead of asking each time.
+KINDS_TTL_S = 60.0
 
 
 class Backends:
@@ -39,6 +44,8 @@ class Backends:
         transports: dict[str, httpx.AsyncBaseTransport] | None = None,
     ) -> None:
         transports = transports or {}
+        self._kinds: KindList | None = None
+        self._kinds_at = 0.0
         self.clients: dict[str, InternalClient] = {}
         for name in SERVICES:
             # Long-polls on the engine's event feed need more than the default timeout.
@@ -51,6 +58,14 @@ class Backends:
                 transport=transports.get(name),
                 max_connections=ENGINE_CONNECTIONS if name == "engine" else MAX_CONNECTIONS,
             )
+
+    async def kinds(self) -> KindList:
+        """Matchmaking's table kinds and tiers, read again at most every `KINDS_TTL_S`."""
+        now = time.monotonic()
+        if self._kinds is None or now - self._kinds_at >= KINDS_TTL_S:
+            self._kinds = await call("matchmaking", self.matchmaking.get("/v1/kinds", KindList))
+            self._kinds_at = now
+        return self._kinds
 
     @property
     def ledger(self) -> InternalClient:

@@ -142,8 +142,7 @@ async def check_may_sit(
     if code is None and is_paid(tier):
         stake_cents: int | None = None
         if kind is not None and tier is not None:
-            kinds = await call("matchmaking", backends.matchmaking.get("/v1/kinds", KindList))
-            stake_cents, _pairs = stake_of(kinds, kind, tier)
+            stake_cents, _pairs = stake_of(await backends.kinds(), kind, tier)
         if exceeds_limits(user, stake_cents):
             code = "limit_exceeded"
         elif stake_cents and await wallet_balance(backends.ledger, player_id) < stake_cents:

@@ -202,10 +202,7 @@ async def _invite(
     # but an invitation he could not accept at all is refused at once.
     await may_sit(request, me.id, me, new.kind, new.tier)
     if new.kind is not None and new.tier is not None:
-        mm = get_backends(request.app.state).matchmaking
-        _stake, pairs = stake_of(
-            await call("matchmaking", mm.get("/v1/kinds", KindList)), new.kind, new.tier
-        )
+        _stake, pairs = stake_of(await get_backends(request.app.state).kinds(), new.kind, new.tier)
         if not pairs:
             raise ServiceError(400, "partner_not_pairs", "partners sit only at pairs tables")
     if account_refusal(other, new.tier) is not None:
@@ -264,8 +261,7 @@ class CatalogueController(GuardedController):
     @get("/api/lobby/kinds", tags=["lobby"], responses=READ_ERRORS)
     async def kinds(self, request: Request[Any, Any, Any]) -> KindList:
         """Table kinds and the stake tiers each is offered at."""
-        mm = get_backends(request.app.state).matchmaking
-        return await call("matchmaking", mm.get("/v1/kinds", KindList))
+        return await get_backends(request.app.state).kinds()
 
 
 class LobbyController(GuardedController):

@@ -12,18 +12,18 @@ import asyncio
 import hashlib
 import re
 import secrets
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 import msgspec
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from api import passwords
+from api.schema import ROLES
 
-Role = Literal["player", "auditor", "finance", "admin"]
 Status = Literal["active", "locked", "self_excluded"]
-ROLES: tuple[str, ...] = ("player", "auditor", "finance", "admin")
 
 USER_ID_RE = re.compile(r"^[a-z0-9_.-]{3,32}$")
 MIN_PASSWORD = passwords.MIN_PASSWORD
@@ -188,7 +188,10 @@ async def update_user(
     status: str | None = None,
     excluded_until: datetime | None = None,
     password: str | None = None,
+    then: Callable[[AsyncConnection, User], Awaitable[object]] | None = None,
 ) -> User:
+    """Change a user; `then` runs in the same transaction with the changed user (the staff
+    audit record of an admin's change commits with it, or neither does)."""
     sets = ["updated_at = now()"]
     params: dict[str, object] = {"id": user_id}
     if role is not None:
@@ -221,6 +224,8 @@ async def update_user(
                 ),
                 {"id": user_id},
             )
+        if row is not None and then is not None:
+            await then(conn, _user(row))
     if row is None:
         raise AccountError("no_such_user", "no such user")
     return _user(row)

@@ -31,6 +31,7 @@ from api import (
     routes_log,
     routes_money,
     routes_table,
+    staff_audit,
 )
 from api.backends import Backends
 from api.feed import MatchFeed
@@ -103,6 +104,7 @@ def create_app(
             *routes_audit.ROUTES,
             *routes_log.ROUTES,
             *routes_admin.ROUTES,
+            *staff_audit.ROUTES,
             static,
         ],
         public=True,

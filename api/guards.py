@@ -24,6 +24,7 @@ from litestar.openapi.spec import Components, SecurityRequirement, SecuritySchem
 from litestar.params import SkipValidation
 from litestar.types import Guard
 
+from api import schema
 from api.accounts import Session, User
 from api.security import SESSION_COOKIE, check_csrf, session_of
 from services.common.errors import ServiceError
@@ -34,7 +35,7 @@ PUBLIC: dict[str, Any] = {ACCESS_OPT: "public"}
 # The table WebSocket checks the caller itself at connect (`authorize`), after accepting, so
 # it can close with code 1008 and a reason the page shows.
 CHECKED_AT_CONNECT: dict[str, Any] = {ACCESS_OPT: "checked_at_connect"}
-ROLES = frozenset({"player", "auditor", "finance", "admin"})
+ROLES = frozenset(schema.ROLES)
 
 
 async def authorize(

@@ -20,6 +20,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
+from api import staff_audit
 from api.accounts import Session
 from api.backends import call, get_backends
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
@@ -176,6 +177,19 @@ async def _cashier(
             idempotency_key=key, player=data.player, amount=data.amount, reference=reference
         )
     result = await call("ledger", ledger.post(path, body, EntryResult))
+    await staff_audit.record(
+        request.app.state.db,
+        session.user,
+        f"finance.{kind}",
+        f"user:{data.player}",
+        data.reference,
+        {
+            "amount": data.amount,
+            "idempotency_key": key,
+            "entry_id": getattr(result, "entry_id", None),
+            "replayed": bool(getattr(result, "replayed", False)),
+        },
+    )
     wallet = await wallet_of(request.app.state, data.player)
     return CashierResult(
         player=data.player,

@@ -1,19 +1,22 @@
 """SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
-invitations): the source of truth. The baseline migration creates the tables from this
+invitations, the staff audit log): the source of truth. The baseline migration creates the tables from this
 metadata; a test checks that autogenerate finds no drift.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal, get_args
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import BYTEA
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 
 SCHEMA = "gateway"
 metadata = sa.MetaData(schema=SCHEMA)
 
-ROLES = ("player", "auditor", "finance", "admin")
+# Who a user is; the guards, the admin routes and the check constraint all read this tuple.
+Role = Literal["player", "auditor", "finance", "admin", "support", "compliance"]
+ROLES: tuple[str, ...] = get_args(Role)
 USER_STATUSES = ("active", "locked", "self_excluded")
 INVITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "expired", "failed")
 TIERS = ("free", "10", "20", "40", "80")
@@ -134,4 +137,30 @@ invitations = sa.Table(
     sa.UniqueConstraint("inviter", "idempotency_key"),
     sa.Index("invitations_invitee", "invitee", "status"),
     sa.Index("invitations_inviter", "inviter", "status"),
+)
+
+# Append-only: the application role may only insert and read (grants in the baseline), and a
+# trigger refuses UPDATE, DELETE and TRUNCATE from anyone.
+staff_actions = sa.Table(
+    "staff_actions",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    _timestamp("at", nullable=False, server_default=_now()),
+    sa.Column("actor", sa.Text, nullable=False),
+    sa.Column("actor_role", sa.Text, nullable=False),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("subject", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("detail", JSONB, nullable=False, server_default=sa.text("'{}'::jsonb")),
+    sa.CheckConstraint("action ~ '^[a-z][a-z0-9_.]{0,63}$'", name="staff_actions_action_check"),
+    sa.CheckConstraint(_in("actor_role", ROLES), name="staff_actions_actor_role_check"),
+    sa.CheckConstraint(
+        "length(subject) >= 1 AND length(subject) <= 200", name="staff_actions_subject_check"
+    ),
+    sa.CheckConstraint(
+        "length(reason) >= 1 AND length(reason) <= 1000", name="staff_actions_reason_check"
+    ),
+    sa.CheckConstraint("length(detail::text) <= 16000", name="staff_actions_detail_check"),
+    sa.Index("staff_actions_actor", "actor", "id"),
+    sa.Index("staff_actions_subject", "subject", "id"),
 )

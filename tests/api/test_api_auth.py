@@ -190,10 +190,14 @@ async def test_api_admin_manages_accounts_and_lock_signs_out(app, gateway_db):
             users = await admin.get("/api/admin/users")
             assert {"boss", "fede", "gil"} <= {u["id"] for u in users.json()}
             assert all("password" not in str(u) for u in users.json())
-            r = await admin.patch("/api/admin/users/fede", json={"status": "locked"})
+            r = await admin.patch(
+                "/api/admin/users/fede", json={"status": "locked", "reason": "test"}
+            )
             assert r.status_code == 200 and r.json()["status"] == "locked"
             assert (
-                await admin.patch("/api/admin/users/boss", json={"role": "player"})
+                await admin.patch(
+                    "/api/admin/users/boss", json={"role": "player", "reason": "test"}
+                )
             ).status_code == 409
         assert (await fede.get("/api/me")).status_code == 401
         r = await fede.post("/api/auth/login", json={"username": "fede", "password": PASSWORD})

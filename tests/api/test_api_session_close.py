@@ -112,7 +112,9 @@ async def test_a_lock_closes_all_the_users_sockets(
             client_of(gw_b) as admin,
         ):
             await sign_in(admin, "boss1")
-            r = await admin.patch("/api/admin/users/locked1", json={"status": "locked"})
+            r = await admin.patch(
+                "/api/admin/users/locked1", json={"status": "locked", "reason": "test"}
+            )
             assert r.status_code == 200, r.text
             assert await closed(ws) == routes_table.SESSION_ENDED_CLOSE_CODE
 

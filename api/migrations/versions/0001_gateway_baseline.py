@@ -1,5 +1,5 @@
-"""Gateway baseline: accounts, sessions and bearer tokens, table chat, invitations, from
-`api.schema.metadata`, then grants.
+"""Gateway baseline: accounts, sessions and bearer tokens, table chat, invitations and the
+staff audit log, from `api.schema.metadata`, then its append-only trigger and the grants.
 
 Revision ID: 0001_gateway_baseline
 Revises:
@@ -20,8 +20,8 @@ depends_on = None
 
 GRANTS = (
     "GRANT USAGE ON SCHEMA gateway TO mesa_app",
-    "GRANT SELECT, INSERT ON gateway.users, gateway.sessions, gateway.chat, gateway.invitations "
-    "TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.users, gateway.sessions, gateway.chat, gateway.invitations, "
+    "gateway.staff_actions TO mesa_app",
     "GRANT UPDATE (display_name, password_hash, role, status, excluded_until, updated_at) "
     "ON gateway.users TO mesa_app",
     "GRANT UPDATE (revoked_at) ON gateway.sessions TO mesa_app",
@@ -31,9 +31,25 @@ GRANTS = (
 )
 
 
+# The staff audit log is append-only for everyone, the schema's owner included.
+APPEND_ONLY = (
+    """CREATE FUNCTION gateway.refuse_staff_action_change() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'the staff audit log is append-only';
+    END
+    $$""",
+    "CREATE TRIGGER staff_actions_append_only BEFORE UPDATE OR DELETE ON gateway.staff_actions "
+    "FOR EACH ROW EXECUTE FUNCTION gateway.refuse_staff_action_change()",
+    "CREATE TRIGGER staff_actions_no_truncate BEFORE TRUNCATE ON gateway.staff_actions "
+    "FOR EACH STATEMENT EXECUTE FUNCTION gateway.refuse_staff_action_change()",
+)
+
+
 def upgrade() -> None:
     bind = op.get_bind()
     create_tables(bind, metadata)
+    execute_all(bind, APPEND_ONLY)
     execute_all(bind, GRANTS)
 
 

@@ -371,7 +371,7 @@ async function loadAdmin() {
   const users = await get("/api/admin/users");
   $("admin-users").replaceChildren(...users.map((u) => el("li", {},
     el("span", { class: "grow", text: `${u.id} · ${t("role_" + u.role)} · ${statusText(u.status)}` }),
-    el("button", { type: "button", text: u.status === "locked" ? t("unlock") : t("lock"), onclick: () => guard(async () => { await api("PATCH", `/api/admin/users/${u.id}`, { status: u.status === "locked" ? "active" : "locked" }); loadAdmin(); }) }))));
+    el("button", { type: "button", text: u.status === "locked" ? t("unlock") : t("lock"), onclick: () => guard(async () => { const reason = (prompt(t("reasonprompt")) || "").trim(); if (!reason) return; await api("PATCH", `/api/admin/users/${u.id}`, { status: u.status === "locked" ? "active" : "locked", reason }); loadAdmin(); }) }))));
 }
 
 // ---------------------------------------------------------------- wiring

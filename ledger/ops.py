@@ -340,6 +340,23 @@ class Ledger:
             return None
         return int(row["balance"]), str(row["currency"]), int(row["version"])
 
+    async def unusable_holds(self, seats: list[Seat], currency: str) -> list[str]:
+        """The reservations among `seats` whose hold cannot be staked now: missing, another
+        player's, in another currency, released or empty (what start_match refuses)."""
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                """
+                SELECT d.reservation FROM unnest($1::text[], $2::text[]) AS d(reservation, player)
+                LEFT JOIN ledger.accounts a ON a.code = 'hold:' || d.reservation AND a.kind = 'hold'
+                WHERE a.id IS NULL OR a.player <> d.player OR a.currency <> $3
+                   OR a.closed_at IS NOT NULL OR a.balance <= 0
+                """,
+                [s.reservation_id for s in seats],
+                [s.player for s in seats],
+                currency,
+            )
+        return [str(r["reservation"]) for r in rows]
+
     async def account(self, code: str) -> dict[str, Any] | None:
         async with self.pool.acquire() as conn:
             row = await conn.fetchrow(

@@ -61,9 +61,11 @@ log = get_logger()
 MAX_REQUEST_BODY_BYTES = 256 * 1024
 
 
-class ErrorBody(msgspec.Struct, frozen=True):
+class ErrorBody(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str
     detail: str
+    # What the refusal is about, by kind (see services.common.errors); absent when nothing.
+    refs: dict[str, list[str]] | None = None
 
 
 def error_json(code: str, detail: str) -> bytes:
@@ -89,9 +91,11 @@ class BoundedRequest(Request[Any, Any, Any]):
         return await super().json()
 
 
-def error_response(status: int, code: str, detail: str) -> Response[Any]:
+def error_response(
+    status: int, code: str, detail: str, refs: dict[str, list[str]] | None = None
+) -> Response[Any]:
     return Response(
-        content=ErrorBody(error=code, detail=detail),
+        content=ErrorBody(error=code, detail=detail, refs=refs),
         status_code=status,
         media_type=MediaType.JSON,
     )
@@ -100,7 +104,7 @@ def error_response(status: int, code: str, detail: str) -> Response[Any]:
 def _service_error_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     if not isinstance(exc, ServiceError):
         raise exc
-    return error_response(exc.status, exc.code, exc.detail)
+    return error_response(exc.status, exc.code, exc.detail, exc.refs)
 
 
 def _validation_handler(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

@@ -44,11 +44,15 @@ _READ_CHUNK_BYTES = 256 * 1024
 class RemoteError(Exception):
     """The callee refused the request (4xx) or failed (5xx)."""
 
-    def __init__(self, status: int, code: str, detail: str) -> None:
+    def __init__(
+        self, status: int, code: str, detail: str, refs: dict[str, list[str]] | None = None
+    ) -> None:
         super().__init__(f"{status} {code}: {detail}")
         self.status = status
         self.code = code
         self.detail = detail
+        # The objects the refusal is about, by kind (services.common.errors).
+        self.refs = refs or {}
 
 
 class ServiceUnavailable(Exception):
@@ -77,6 +81,7 @@ MAX_REMEMBERED_OWNERS = 100_000
 class _ErrorBody(msgspec.Struct):
     error: str = "error"
     detail: str = ""
+    refs: dict[str, list[str]] | None = None
 
 
 # How a caller spreads its requests over a service's replicas, when the service has a rule of
@@ -471,5 +476,5 @@ def _result(method: str, path: str, status: int, content: bytes, response_type: 
             err = _ErrorBody(error="error", detail=content.decode("utf-8", "replace")[:200])
         if status in (502, 503, 504):
             raise ServiceUnavailable(f"{method} {path}: {status} {err.error}", err.error)
-        raise RemoteError(status, err.error, err.detail)
+        raise RemoteError(status, err.error, err.detail, err.refs)
     return msgspec.json.decode(content, type=response_type)

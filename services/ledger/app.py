@@ -172,13 +172,24 @@ async def release(state: State, data: JSONBody[ReleaseRequest]) -> Response[byte
     )
 
 
+# start_match's refusals about a seat's hold (ledger/sql/start_match.sql).
+HOLD_REFUSALS = frozenset({"unknown_hold", "hold_player_mismatch", "wrong_currency", "hold_closed"})
+
+
 @post("/v1/matches/start", status_code=200, opt=callers_opt(MATCHMAKING))
 async def start_match(state: State, data: JSONBody[StartMatchRequest]) -> Response[bytes]:
     seats = [Seat(s.seat, s.player, s.reservation_id) for s in data.seats]
     args = _ledger(state).start_args(
         data.idempotency_key, data.match_id, data.tier, data.variant, seats, data.currency
     )
-    return await _posted(state, "start", args)
+    try:
+        return await _posted(state, "start", args)
+    except ServiceError as exc:
+        if exc.code in HOLD_REFUSALS:
+            # Which seats' holds cannot be staked, as data: matchmaking drops those seats.
+            held = await _ledger(state).unusable_holds(seats, data.currency)
+            exc.refs = {"reservations": held}
+        raise
 
 
 @post("/v1/matches/settle", status_code=200, opt=callers_opt(ENGINE))

@@ -676,7 +676,8 @@ class Matchmaker:
 
     async def _pot_refused(self, table: _TableDoc, exc: RemoteError) -> None:
         """Nobody was charged. Drop the seat(s) the ledger named; the table waits again."""
-        bad = [s[3] for s in table.seats if s[3] in exc.detail]
+        named = set(exc.refs.get("reservations", ()))
+        bad = [s[3] for s in table.seats if s[3] in named]
         log.warning("pot_move_refused", table=table.id, code=exc.code, dropped=len(bad))
         now = self.clock()
 

@@ -370,3 +370,50 @@ async def test_audit_sets_the_holds_and_reconciliation_gauges(
         assert await reconcile_today(ledger) == 0
     finally:
         await admin.close()
+
+
+async def test_a_refused_start_names_the_unusable_holds_as_data(
+    client: AsyncTestClient[Any],
+) -> None:
+    """Matchmaking drops exactly the seats whose holds cannot be staked: the refusal carries
+    them in `refs`, not in the words of its detail."""
+    for p in ("svc_rf_a", "svc_rf_b"):
+        await open_wallet(client, p)
+        entry(
+            await client.post(
+                "/v1/deposits",
+                json={"idempotency_key": key(), "player": p, "amount": 1000, "reference": "r"},
+            )
+        )
+    entry(
+        await client.post(
+            "/v1/holds",
+            json={
+                "idempotency_key": key(),
+                "player": "svc_rf_a",
+                "reservation_id": "svc-rf-good",
+                "amount": 500,
+                "table_id": "t",
+            },
+        )
+    )
+    response = await client.post(
+        "/v1/matches/start",
+        json={
+            "idempotency_key": key(),
+            "match_id": "svc-rf",
+            "tier": "10",
+            "variant": "v",
+            "seats": [
+                {"seat": 0, "player": "svc_rf_a", "reservation_id": "svc-rf-good"},
+                {"seat": 1, "player": "svc_rf_b", "reservation_id": "svc-rf-missing"},
+            ],
+        },
+    )
+    refusal(response, 404, "unknown_hold")
+    assert response.json()["refs"] == {"reservations": ["svc-rf-missing"]}
+    # a refusal about nothing in particular has no refs at all
+    other = await client.post(
+        "/v1/holds/release", json={"idempotency_key": key(), "reservation_id": "svc-none"}
+    )
+    assert "refs" not in other.json()

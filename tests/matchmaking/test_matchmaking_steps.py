@@ -10,6 +10,7 @@ import pytest
 from services.common.migrate import upgrade
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig
+from services.ledger.contract import EntryResult, ReleaseRequest
 from services.matchmaking.service import _hash
 from tests.matchmaking.mm_helpers import refused, stack
 
@@ -129,3 +130,45 @@ async def test_refusals_from_the_join_function_change_nothing(db, internal_secre
         )
         assert joined.table.status == "playing"
         assert [x.state for x in joined.table.seats] == ["staked", "staked"]
+
+
+async def test_a_pot_refused_for_one_hold_drops_that_seat_only(db, internal_secret):
+    """The ledger names the unusable hold in its refusal's `refs`; matchmaking releases that
+    seat and keeps the other, and the table waits again."""
+    async with stack(db, internal_secret) as s:
+        for p in ("pr1", "pr2"):
+            await s.deposit(p, 1000)
+        first = await s.quick("pr1", "casa-duelo", "10")
+        table_id = first.table.table_id
+        await s.fetch(
+            "SELECT matchmaking.join($1, $2, 'quick', '\\x00'::bytea, ARRAY[$1], 'casa-duelo',"
+            " '10', NULL, $3, 'casa', '{}'::jsonb, 1000, 'USD', 2, false, NULL, ARRAY[$4],"
+            " $5, $6, 60000, 8, 5)",
+            "pr2",
+            "k-pr2",
+            "t-" + uuid.uuid4().hex,
+            "r-pr2",
+            "m-unused",
+            s.clock(),
+        )
+        mm = s.matchmaker
+        [res] = await mm._load_reservations(["r-pr2"])
+        assert await mm._hold(res) is None
+        # pr2's hold is released behind matchmaking's back (an operator, a repair)
+        await mm.ledger.post(
+            "/v1/holds/release",
+            ReleaseRequest(idempotency_key="rel-pr2", reservation_id="r-pr2"),
+            EntryResult,
+        )
+        out = await mm._confirm(table_id, ["r-pr2"], "m-pr")
+        assert out.start
+        assert not await mm._move_pot(out.table)
+        rows = await s.fetch(
+            "SELECT player_id, status, reason FROM matchmaking.reservations "
+            "WHERE player_id IN ('pr1', 'pr2') ORDER BY player_id"
+        )
+        assert [(r["player_id"], r["status"], r["reason"]) for r in rows] == [
+            ("pr1", "seated", None),
+            ("pr2", "released", "pot:hold_closed"),
+        ]
+        assert (await s.status(table_id)).status == "waiting"

@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from services.common.migrate import upgrade
+from services.ledger.contract import EntryResult, ReleaseRequest
 from services.matchmaking import contract as c
 from services.matchmaking.config import MatchmakingConfig
-from services.ledger.contract import EntryResult, ReleaseRequest
 from services.matchmaking.service import _hash
 from tests.matchmaking.mm_helpers import refused, stack
 

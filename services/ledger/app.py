@@ -111,6 +111,12 @@ async def _posted(state: State, operation: str, args: tuple[Any, ...]) -> Respon
     return Response(await _post(state, operation, args), media_type=MediaType.JSON)
 
 
+class _Replay(msgspec.Struct):
+    """The one field of a posting's result the service reads (a replay is not a new posting)."""
+
+    replayed: bool = False
+
+
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
@@ -121,7 +127,7 @@ async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
             log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
             raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
         raise ServiceError(exc.status, exc.code, exc.detail) from None
-    if '"replayed"' not in raw:
+    if not msgspec.json.decode(raw, type=_Replay).replayed:
         child(LEDGER_POSTINGS, operation).inc()
     return raw.encode()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -24,12 +25,16 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from ledger_helpers import funded, key, migrate, refused, seated_match
+from litestar.testing import AsyncTestClient
 
-from ledger import closing
+from ledger import cli, closing
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Winner
 from services.common.migrate import ensure_app_role
-from tests.conftest import PgCluster
+from services.common.secret_file import write_secret_file
+from services.ledger.app import create_app
+from tests.conftest import PgCluster, make_settings
+from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
 SIGNER = Ed25519PrivateKey.generate()
 
@@ -378,3 +383,81 @@ def test_signature_fails_on_a_one_cent_edit() -> None:
     assert not closing.verify(parsed, raw)
     assert not closing.verify(signed, Ed25519PrivateKey.generate().public_key().public_bytes_raw())
     assert not closing.verify({"document": document, "signature": "zz"}, raw)
+
+
+# --- the service's routes and the CLI -------------------------------------------------------
+
+
+@pytest.fixture
+async def service(
+    fresh: str, internal_secret: bytes, tmp_path: Path
+) -> AsyncIterator[AsyncTestClient[Any]]:
+    key_file = tmp_path / "report_signing_key"
+    write_secret_file(key_file, SIGNER_SEED.hex())
+    settings = make_settings(fresh, internal_secret, report_key_file=key_file)
+    tomorrow = lambda: utc_now() + dt.timedelta(days=1)  # noqa: E731 (today is over)
+    app = create_app(settings, pool_size=4, seal_in_background=False, clock=tomorrow)
+    async with AsyncTestClient(app) as c:
+        c.headers["Authorization"] = AS_DECLARED
+        c.auth = CallerByRoute(internal_secret, "ledger", ledger_caller)
+        yield c
+
+
+SIGNER_SEED = bytes(range(32))
+SERVICE_SIGNER = Ed25519PrivateKey.from_private_bytes(SIGNER_SEED)
+
+
+def refusal(response: Any, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.json()["error"] == code, response.text
+
+
+async def test_the_close_through_the_service_and_verify_report(
+    service: AsyncTestClient[Any], books: Ledger, tmp_path: Path
+) -> None:
+    await funded(books, "svx", 4_321)
+    today = utc_now().date().isoformat()
+    for bad in ("2026-13-01", "yesterday", "2026-1-1", "2026-12-01T00:00"):
+        refusal(await service.get(f"/v1/closes/{bad}/draft"), 400, "invalid_date")
+        refusal(
+            await service.post(f"/v1/closes/{bad}/propose", json={"actor": "u-1"}),
+            400,
+            "invalid_date",
+        )
+    refusal(await service.get("/v1/closes/2001-01-01"), 404, "unknown_close")
+    refusal(await service.post(f"/v1/closes/{today}/propose", json={}), 400, "invalid_request")
+    refusal(
+        await service.post(f"/v1/closes/{today}/propose", json={"actor": "u-1", "x": 1}),
+        400,
+        "invalid_request",
+    )
+    listed = (await service.get("/v1/closes")).json()
+    assert listed == {"closes": [], "next_day": today}
+    draft = (await service.get(f"/v1/closes/{today}/draft")).json()
+    assert activity(draft, "deposits") == {"count": 1, "amount": 4_321}
+
+    proposed = await service.post(f"/v1/closes/{today}/propose", json={"actor": "u-1"})
+    assert proposed.status_code == 200, proposed.text
+    refusal(
+        await service.post(f"/v1/closes/{today}/approve", json={"actor": "u-1"}),
+        409,
+        "same_approver",
+    )
+    closed = await service.post(f"/v1/closes/{today}/approve", json={"actor": "u-2"})
+    assert closed.status_code == 200, closed.text
+    signed = closed.json()["signed"]
+    key = (await service.get("/v1/closes/key")).json()
+    assert key["public_key"] == SERVICE_SIGNER.public_key().public_bytes_raw().hex()
+
+    # the download, checked by `mesa finance verify-report`; a one-cent edit fails it
+    served = {**signed, "public_key": key["public_key"]}
+    good = tmp_path / "report.json"
+    good.write_bytes(msgspec.json.encode(served))
+    assert await cli.run(["verify-report", str(good), "--public-key", key["public_key"]]) == 0
+    edited = msgspec.json.decode(good.read_bytes())
+    for line in edited["document"]["report"]["activity"]:
+        if line["line"] == "deposits":
+            line["amount"] += 1
+    bad_file = tmp_path / "edited.json"
+    bad_file.write_bytes(msgspec.json.encode(edited))
+    assert await cli.run(["verify-report", str(bad_file), "--public-key", key["public_key"]]) == 1

@@ -39,6 +39,9 @@ FORMAT = "mesa-day-close-v1"
 CLOSE_LOCK_KEY = CHAIN_LOCK_KEY + 2
 MAX_DISCREPANCIES_LISTED = 20  # per check, in a report (the count is always given)
 MAX_CLOSES_LISTED = 400
+# The days a close may name (the bounds keep every day's arithmetic inside datetime's range).
+FIRST_DAY = dt.date(2000, 1, 1)
+LAST_DAY = dt.date(9000, 12, 31)
 # A closing waits this long at most for the chain to be sealed through the day.
 SEAL_ATTEMPTS = 100
 SEAL_PAUSE_S = 0.02
@@ -163,7 +166,7 @@ def build_report(rows: DayRows) -> Row:
                 }
             )
 
-    commission = [
+    commission: list[Row] = [
         {
             "tier": str(c["tier"]),
             "variant": str(c["variant"]),
@@ -177,9 +180,11 @@ def build_report(rows: DayRows) -> Row:
     pots_settled = [
         {
             "currency": currency,
-            "count": sum(c["matches"] for c in commission if c["currency"] == currency),
-            "pot_total": sum(c["pot_total"] for c in commission if c["currency"] == currency),
-            "commission": sum(c["commission"] for c in commission if c["currency"] == currency),
+            "count": sum(int(c["matches"]) for c in commission if c["currency"] == currency),
+            "pot_total": sum(int(c["pot_total"]) for c in commission if c["currency"] == currency),
+            "commission": sum(
+                int(c["commission"]) for c in commission if c["currency"] == currency
+            ),
         }
         for currency in currencies
     ]

@@ -422,6 +422,10 @@ def _day(raw: str) -> dt.date:
     found = _parse_date("day", raw)
     if found is None:
         raise ServiceError(400, "invalid_date", "day must be YYYY-MM-DD")
+    if not closing.FIRST_DAY <= found <= closing.LAST_DAY:
+        raise ServiceError(
+            400, "invalid_date", f"day must be {closing.FIRST_DAY} to {closing.LAST_DAY}"
+        )
     return found
 
 

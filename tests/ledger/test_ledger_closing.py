@@ -417,7 +417,14 @@ async def test_the_close_through_the_service_and_verify_report(
 ) -> None:
     await funded(books, "svx", 4_321)
     today = utc_now().date().isoformat()
-    for bad in ("2026-13-01", "yesterday", "2026-1-1", "2026-12-01T00:00"):
+    for bad in (
+        "2026-13-01",
+        "yesterday",
+        "2026-1-1",
+        "2026-12-01T00:00",
+        "0001-01-01",
+        "9999-12-31",
+    ):
         refusal(await service.get(f"/v1/closes/{bad}/draft"), 400, "invalid_date")
         refusal(
             await service.post(f"/v1/closes/{bad}/propose", json={"actor": "u-1"}),

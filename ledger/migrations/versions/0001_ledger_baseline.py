@@ -38,8 +38,9 @@ TRIGGERS = tuple(
     )
 ) + (
     # no entry dated into a closed day, whichever function (or statement) writes it
-    "CREATE TRIGGER entries_open_day BEFORE INSERT ON ledger.entries "
-    "FOR EACH ROW EXECUTE FUNCTION ledger.refuse_closed_day()",
+    "CREATE TRIGGER entries_open_day AFTER INSERT ON ledger.entries "
+    "REFERENCING NEW TABLE AS new_entries "
+    "FOR EACH STATEMENT EXECUTE FUNCTION ledger.refuse_closed_day()",
     "CREATE TRIGGER day_closes_keep_closed BEFORE UPDATE OR DELETE ON ledger.day_closes "
     "FOR EACH ROW EXECUTE FUNCTION ledger.keep_closed_day()",
     "CREATE TRIGGER day_closes_no_truncate BEFORE TRUNCATE ON ledger.day_closes "

@@ -413,7 +413,7 @@ def refusal(response: Any, status: int, code: str) -> None:
 
 
 async def test_the_close_through_the_service_and_verify_report(
-    service: AsyncTestClient[Any], books: Ledger, tmp_path: Path
+    service: AsyncTestClient[Any], books: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await funded(books, "svx", 4_321)
     today = utc_now().date().isoformat()
@@ -468,3 +468,10 @@ async def test_the_close_through_the_service_and_verify_report(
     bad_file = tmp_path / "edited.json"
     bad_file.write_bytes(msgspec.json.encode(edited))
     assert await cli.run(["verify-report", str(bad_file), "--public-key", key["public_key"]]) == 1
+    # without --public-key: the key of MESA_REPORT_KEY_FILE (as on the ledger's host)
+    monkeypatch.setenv("MESA_REPORT_KEY_FILE", str(tmp_path / "report_signing_key"))
+    assert await cli.run(["verify-report", str(good)]) == 0
+    assert await cli.run(["verify-report", str(bad_file)]) == 1
+    other = Ed25519PrivateKey.generate().public_key().public_bytes_raw().hex()
+    assert await cli.run(["verify-report", str(good), "--public-key", other]) == 1
+    assert await cli.run(["verify-report", str(tmp_path / "missing.json")]) == 2

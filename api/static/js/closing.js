@@ -124,7 +124,6 @@ export async function loadClosing(me) {
     el("h4", { text: t("close_pending") }),
     pendingBox(pending, me),
     el("div", { id: "close-draft" }),
-    el("h4", { text: t("close_closed_days") }),
     closedBox(closed),
     key ? el("details", {}, el("summary", { text: t("close_key") }),
       el("p", { text: t("close_key_help") }), el("code", { class: "hash", "data-test": "close-key", text: key.public_key })) : "",

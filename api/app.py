@@ -26,6 +26,7 @@ from api import (
     routes_admin,
     routes_audit,
     routes_auth,
+    routes_closing,
     routes_invitations,
     routes_lobby,
     routes_log,
@@ -98,6 +99,7 @@ def create_app(
         route_handlers=[
             *routes_auth.ROUTES,
             *routes_money.ROUTES,
+            *routes_closing.ROUTES,
             *routes_lobby.ROUTES,
             *routes_invitations.ROUTES,
             *routes_table.ROUTES,

@@ -270,10 +270,18 @@ def main(argv: list[str]) -> int:
         _say(str(exc))
         return 2
     ensure_operator_key(settings)
+    if settings.report_key_file is not None:
+        try:
+            ensure_secret(settings.report_key_file)  # 32 random bytes: the Ed25519 seed
+        except SecretFileError as exc:
+            _say(str(exc))
+            return 2
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESA_")}
     env.update({k: v for k, v in os.environ.items() if k.startswith("MESA_")})
     env["MESA_INTERNAL_SECRET"] = secret.hex()
     env["MESA_VAR_DIR"] = str(settings.var_dir)
+    if settings.report_key_file is not None:
+        env["MESA_REPORT_KEY_FILE"] = str(settings.report_key_file)
     if settings.operator_key_file is not None and "MESA_OPERATOR_KEY" not in env:
         env["MESA_OPERATOR_KEY_FILE"] = str(settings.operator_key_file)
     for name, url_var, configured in (

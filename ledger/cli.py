@@ -9,6 +9,11 @@
     mesa finance reconcile [--date YYYY-MM-DD] [--format table|json]
     mesa finance seal-chain
     mesa finance verify-chain [--no-seal]
+    mesa finance verify-report FILE [--public-key HEX]
+
+`verify-report` checks a closed day's signed report (the JSON download) against the report
+key's public half (`--public-key`, as the finance page shows it; by default the one of
+MESA_REPORT_KEY_FILE); it needs no database.
 
 The database is MESA_DATABASE_URL, or the embedded one `mesa up` runs (see config).
 Exit codes: 0 ok, 1 a check failed (reconcile, verify-chain), 2 bad usage or no database.
@@ -25,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import msgspec
 
-from ledger import chain, reports
+from ledger import chain, closing, reports
 from ledger.money import format_cents
 from ledger.ops import APP_ROLE, plain_dsn
 
@@ -79,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     rc.add_argument("--date", type=_date)
     rc.add_argument("--format", choices=["table", "json"], default="table")
     sub.add_parser("seal-chain", help="link new entries into the hash chain")
+    vr = sub.add_parser("verify-report", help="check a closed day's signed report; exit 1 if bad")
+    vr.add_argument("file", type=Path)
+    vr.add_argument("--public-key", help="the report key's public half, 64 hex digits")
     vc = sub.add_parser("verify-chain", help="recompute the hash chain; exit 1 at a mismatch")
     vc.add_argument("--no-seal", action="store_true", help="do not seal new entries first")
     return p
@@ -219,6 +228,49 @@ COMMANDS: dict[str, Callable[[asyncpg.Connection, argparse.Namespace], Awaitable
 }
 
 
+MAX_REPORT_BYTES = 50_000_000
+
+
+def _report_public_key(given: str | None) -> bytes:
+    if given:
+        raw = bytes.fromhex(given.strip())
+        if len(raw) != 32:
+            raise ValueError("a public key is 64 hex digits")
+        return raw
+    from services.common.config import load_settings
+    from services.common.secret_file import read_secret
+
+    path = load_settings().report_key_file
+    if path is None or not path.exists():
+        raise ValueError("no --public-key given and no MESA_REPORT_KEY_FILE to derive it from")
+    key = closing.load_signing_key(read_secret(path))
+    return bytes.fromhex(closing.public_key_hex(key.public_key()))
+
+
+def verify_report(args: argparse.Namespace) -> int:
+    try:
+        public = _report_public_key(args.public_key)
+    except (ValueError, OSError) as exc:
+        print(f"mesa finance: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.file.stat().st_size > MAX_REPORT_BYTES:
+            raise ValueError(f"larger than {MAX_REPORT_BYTES} bytes")
+        signed = msgspec.json.decode(args.file.read_bytes())
+    except (OSError, ValueError) as exc:
+        print(f"mesa finance: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    if not closing.verify(signed, public):
+        print(f"report signature BAD: {args.file} was not signed by key {public.hex()}")
+        return 1
+    document = signed["document"]
+    print(
+        f"report signature ok: day {document.get('day')} closed by {document.get('approved_by')} "
+        f"(proposed by {document.get('proposed_by')}), key {public.hex()}"
+    )
+    return 0
+
+
 def database_url() -> str:
     from services.common.config import load_settings
 
@@ -233,6 +285,8 @@ async def connect(url: str) -> asyncpg.Connection:
 
 async def run(argv: list[str], url: str | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "verify-report":
+        return verify_report(args)
     try:
         conn = await connect(url or database_url())
     except (OSError, asyncpg.PostgresError) as exc:

@@ -195,5 +195,35 @@ chain_seals = sa.Table(
     ),
 )
 
+CLOSE_STATUSES = ("proposed", "closed")
+day_closes_status = _domain("day_closes_status", sa.Text, _one_of(CLOSE_STATUSES))
+
+# The daily close (docs/explanation/daily-close.md): one row per UTC day, proposed by one
+# finance user and approved by another. Once closed, no entry may be dated into the day
+# (`ledger.refuse_closed_day`, a trigger on entries) and the row never changes again.
+day_closes = sa.Table(
+    "day_closes",
+    metadata,
+    sa.Column("day", sa.Date, primary_key=True),
+    sa.Column("status", day_closes_status, nullable=False),
+    sa.Column("proposed_by", sa.Text, nullable=False),
+    sa.Column("proposed_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("approved_by", sa.Text),
+    sa.Column("approved_at", sa.DateTime(timezone=True)),
+    # the figures as proposed (and, once closed, as approved: approval refuses a difference)
+    sa.Column("report", JSONB, nullable=False),
+    # the exact bytes signed (canonical JSON of the closed day's document) and the signature
+    sa.Column("document", BYTEA),
+    sa.Column("signature", BYTEA),
+    sa.Column("chain_head", BYTEA, nullable=False),
+    sa.CheckConstraint(
+        "(status = 'closed') = (approved_by IS NOT NULL AND approved_at IS NOT NULL"
+        " AND document IS NOT NULL AND signature IS NOT NULL)",
+        name="day_closes_closed_complete",
+    ),
+    sa.CheckConstraint("approved_by <> proposed_by", name="day_closes_four_eyes"),
+    sa.CheckConstraint("octet_length(chain_head) = 32", name="day_closes_chain_head"),
+)
+
 # Tables nobody may change or empty once written (triggers calling ledger.refuse_change).
 APPEND_ONLY = ("entries", "postings", "stakes", "reversals", "chain_seals")

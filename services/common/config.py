@@ -55,6 +55,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     commission_rate_bp: int = 1000
     currency: str = "USD"
     operator_key_file: Path | None = None
+    report_key_file: Path | None = None
     log_origin: str = "mesa-fairness-log"
     log_witnesses: tuple[str, ...] = ()
     matchmaking_config_file: Path | None = None
@@ -319,6 +320,11 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         lambda n, r: Path(r),
         "Ed25519 operator signing key file",
     ),
+    "MESA_REPORT_KEY_FILE": (
+        "report_key_file",
+        lambda n, r: Path(r),
+        "ledger: Ed25519 key (64-hex seed, mode 0600) signing the daily close reports",
+    ),
     "MESA_LOG_ORIGIN": (
         "log_origin",
         _log_origin,
@@ -391,4 +397,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             changes["internal_secret"] = _secret("var/internal_secret", secret_file.read_text())
     if settings.operator_key_file is None and not env.get("MESA_OPERATOR_KEY"):
         changes["operator_key_file"] = var_dir / "operator_key.pem"
+    if settings.report_key_file is None:
+        changes["report_key_file"] = var_dir / "report_signing_key"
     return msgspec.structs.replace(settings, **changes)

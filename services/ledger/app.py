@@ -12,17 +12,19 @@ import asyncio
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from litestar import Litestar, MediaType, Response, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ledger import chain, reports
+from ledger import chain, closing, reports
 from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
@@ -44,11 +46,14 @@ from services.common.metrics import (
     REGISTRY,
     child,
 )
+from services.common.secret_file import SecretFileError, read_secret
 from services.ledger.contract import (
     MAX_JOURNAL_PAGE,
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
     AccountOpened,
+    CloseAction,
+    CloseKey,
     DepositRequest,
     HoldRequest,
     OpenAccount,
@@ -425,6 +430,129 @@ async def chain_report(state: State) -> Response[Any]:
     return _json(reports.to_json(report.as_dict()))
 
 
+# --- the daily close ----------------------------------------------------------------------
+
+
+def _day(raw: str) -> dt.date:
+    if len(raw) != 10:
+        raise ServiceError(400, "invalid_date", "day must be YYYY-MM-DD")
+    found = _parse_date("day", raw)
+    if found is None:
+        raise ServiceError(400, "invalid_date", "day must be YYYY-MM-DD")
+    if not closing.FIRST_DAY <= found <= closing.LAST_DAY:
+        raise ServiceError(
+            400, "invalid_date", f"day must be {closing.FIRST_DAY} to {closing.LAST_DAY}"
+        )
+    return found
+
+
+def _now(state: State) -> dt.datetime:
+    now: dt.datetime = state.clock()
+    return now
+
+
+def _refused(exc: LedgerError, operation: str) -> ServiceError:
+    if exc.status >= 500:
+        log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
+    return ServiceError(exc.status, exc.code, exc.detail)
+
+
+def _signing_key(state: State) -> Ed25519PrivateKey:
+    settings: Settings = state.settings
+    path = settings.report_key_file
+    if path is None:
+        raise ServiceError(503, "no_report_key", "MESA_REPORT_KEY_FILE is not set")
+    try:
+        return closing.load_signing_key(read_secret(path))
+    except (OSError, SecretFileError, ValueError) as exc:
+        raise ServiceError(503, "no_report_key", f"report key {path}: {exc}"[:200]) from None
+
+
+@get("/v1/closes", opt=REPORT_READERS)
+async def closes(state: State) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        return _json(reports.to_json(await closing.listing(conn)))
+
+
+@get("/v1/closes/key", opt=REPORT_READERS)
+async def close_key(state: State) -> CloseKey:
+    public = _signing_key(state).public_key()
+    pem = public.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo).decode()
+    return CloseKey(
+        algorithm="Ed25519",
+        public_key=closing.public_key_hex(public),
+        pem=pem,
+        format=closing.FORMAT,
+    )
+
+
+@get("/v1/closes/{day:str}", opt=REPORT_READERS)
+async def close_of_day(day: FromPath[str], state: State) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        found = await closing.get(conn, _day(day))
+    if found is None:
+        raise ServiceError(404, "unknown_close", f"{day} is neither proposed nor closed")
+    return _json(reports.to_json(found))
+
+
+@get("/v1/closes/{day:str}/draft", opt=REPORT_READERS)
+async def close_draft(day: FromPath[str], state: State) -> Response[Any]:
+    try:
+        report = await closing.draft(_ledger(state).pool, _day(day), _now(state))
+    except LedgerError as exc:
+        raise _refused(exc, "close_draft") from None
+    return _json(reports.to_json(report))
+
+
+@post("/v1/closes/{day:str}/propose", status_code=200, opt=REPORT_READERS)
+async def close_propose(
+    day: FromPath[str], state: State, data: JSONBody[CloseAction]
+) -> Response[Any]:
+    try:
+        found = await closing.propose(_ledger(state).pool, _day(day), data.actor, _now(state))
+    except LedgerError as exc:
+        raise _refused(exc, "close_propose") from None
+    log.info("day_close_proposed", day=day, actor=data.actor)
+    return _json(reports.to_json(found))
+
+
+@post("/v1/closes/{day:str}/approve", status_code=200, opt=REPORT_READERS)
+async def close_approve(
+    day: FromPath[str], state: State, data: JSONBody[CloseAction]
+) -> Response[Any]:
+    the_day = _day(day)
+    key = _signing_key(state)
+    try:
+        found = await closing.approve(_ledger(state).pool, the_day, data.actor, _now(state), key)
+    except LedgerError as exc:
+        raise _refused(exc, "close_approve") from None
+    log.info("day_closed", day=day, actor=data.actor)
+    return _json(reports.to_json(found))
+
+
+@post("/v1/closes/{day:str}/withdraw", status_code=200, opt=REPORT_READERS)
+async def close_withdraw(
+    day: FromPath[str], state: State, data: JSONBody[CloseAction]
+) -> Response[Any]:
+    try:
+        found = await closing.withdraw(_ledger(state).pool, _day(day))
+    except LedgerError as exc:
+        raise _refused(exc, "close_withdraw") from None
+    log.info("day_close_withdrawn", day=day, actor=data.actor)
+    return _json(reports.to_json(found))
+
+
+CLOSE_ROUTES = [
+    closes,
+    close_key,
+    close_of_day,
+    close_draft,
+    close_propose,
+    close_approve,
+    close_withdraw,
+]
+
+
 async def _sealer(app: Litestar) -> None:
     while True:
         await asyncio.sleep(SEAL_INTERVAL_S)
@@ -507,9 +635,16 @@ async def _auditor(app: Litestar) -> None:
 
 
 def create_app(
-    settings: Settings, *, pool_size: int = 20, seal_in_background: bool = True
+    settings: Settings,
+    *,
+    pool_size: int = 20,
+    seal_in_background: bool = True,
+    clock: Callable[[], dt.datetime] | None = None,
 ) -> Litestar:
+    """`clock`: what the daily close takes as now (tests close "today" with tomorrow's)."""
+
     async def open_ledger(app: Litestar) -> None:
+        app.state.clock = clock or (lambda: dt.datetime.now(dt.UTC))
         app.state.ledger = await Ledger.connect(
             settings.database_url, min_size=2, max_size=pool_size, application_name="mesa-ledger"
         )
@@ -556,6 +691,7 @@ def create_app(
             journal_report,
             reconcile_report,
             chain_report,
+            *CLOSE_ROUTES,
         ],
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],

@@ -30,6 +30,17 @@ Long lists are pages: at most `MAX_STATEMENT_PAGE` lines / `MAX_JOURNAL_PAGE` po
 (`limit`, default the maximum); `next` is the `after` of the next page, null on the last.
     GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
     GET  /v1/reports/chain                 (verify the hash chain)
+
+The daily close (gateway only; `actor` is the finance user the gateway's session names):
+
+    GET  /v1/closes                        -> {closes: [...], next_day}
+    GET  /v1/closes/key                    -> CloseKey (the report signing key's public half)
+    GET  /v1/closes/{day}                  -> the day's proposal or close (404 unknown_close)
+    GET  /v1/closes/{day}/draft            -> the report a proposal would carry now
+    POST /v1/closes/{day}/propose          CloseAction -> the proposal
+    POST /v1/closes/{day}/approve          CloseAction -> the close (409 same_approver,
+                                           409 report_changed)
+    POST /v1/closes/{day}/withdraw         CloseAction -> the withdrawn proposal
 """
 
 from __future__ import annotations
@@ -56,6 +67,8 @@ __all__ = [
     "MAX_STATEMENT_PAGE",
     "REPLICA_FILL",
     "AccountOpened",
+    "CloseAction",
+    "CloseKey",
     "JournalPage",
     "JournalRow",
     "OpenAccount",
@@ -236,3 +249,18 @@ class JournalRow(msgspec.Struct, frozen=True):
 class JournalPage(msgspec.Struct, frozen=True):
     rows: list[JournalRow]
     next: str | None = None  # "ENTRY:LEG" of the last row, when more follow
+
+
+class CloseAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Who proposes, approves or withdraws a day's close (the gateway's user id)."""
+
+    actor: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+
+
+class CloseKey(msgspec.Struct, frozen=True):
+    """The public half of the key that signs closed days' reports (Ed25519)."""
+
+    algorithm: str
+    public_key: str  # 32 bytes, hex
+    pem: str
+    format: str  # the signed document's format (`mesa-day-close-v1`)

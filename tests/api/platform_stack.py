@@ -8,8 +8,9 @@ import shutil
 import socket
 import subprocess
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from litestar import Litestar
 from api.app import create_app
 from fairness.keys import ensure_dev_key
 from services.common.http import InternalClient
+from services.common.secret_file import ensure_secret
 from services.engine.app import create_app as create_engine_app
 from services.engine.ports import HttpLedger
 from services.ledger.app import create_app as create_ledger_app
@@ -55,19 +57,27 @@ async def platform(
     key_dir: Path,
     gateways: int = 1,
     redis_url: str = "",
+    ledger_clock: Callable[[], datetime] | None = None,
     **overrides: object,
 ) -> AsyncIterator[Platform]:
     """The real services in-process; `gateways` gateway apps share them (and one database).
 
     `redis_url` puts the gateways' table feed on Redis (see `redis_server`); `overrides` are
-    further settings (e.g. `invitation_ttl_s`).
+    further settings (e.g. `invitation_ttl_s`); `ledger_clock` is the daily close's now.
     """
     key_file = key_dir / "operator_key.pem"
     ensure_dev_key(key_file)
+    report_key_file = key_dir / "report_signing_key"
+    ensure_secret(report_key_file)
     settings = make_settings(
-        database_url, secret, operator_key_file=key_file, redis_url=redis_url, **overrides
+        database_url,
+        secret,
+        operator_key_file=key_file,
+        report_key_file=report_key_file,
+        redis_url=redis_url,
+        **overrides,
     )
-    ledger_app = create_ledger_app(settings, seal_in_background=False)
+    ledger_app = create_ledger_app(settings, seal_in_background=False, clock=ledger_clock)
     engine_ledger = HttpLedger(settings)
     await engine_ledger.client.aclose()
     engine_ledger.client = InternalClient(

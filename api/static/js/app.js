@@ -5,6 +5,7 @@ import { Table } from "./table.js";
 import { verifyTranscript, keyChain } from "./verify.js";
 import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
+import { loadClosing } from "./closing.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -48,7 +49,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(loadFinance), admin: loadAdmin };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin };
   if (loaders[name]) guard(loaders[name]);
 }
 

@@ -36,6 +36,15 @@ TRIGGERS = tuple(
         f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON ledger.{table} "
         "FOR EACH STATEMENT EXECUTE FUNCTION ledger.refuse_change()",
     )
+) + (
+    # no entry dated into a closed day, whichever function (or statement) writes it
+    "CREATE TRIGGER entries_open_day AFTER INSERT ON ledger.entries "
+    "REFERENCING NEW TABLE AS new_entries "
+    "FOR EACH STATEMENT EXECUTE FUNCTION ledger.refuse_closed_day()",
+    "CREATE TRIGGER day_closes_keep_closed BEFORE UPDATE OR DELETE ON ledger.day_closes "
+    "FOR EACH ROW EXECUTE FUNCTION ledger.keep_closed_day()",
+    "CREATE TRIGGER day_closes_no_truncate BEFORE TRUNCATE ON ledger.day_closes "
+    "FOR EACH STATEMENT EXECUTE FUNCTION ledger.refuse_change()",
 )
 
 SEED = (
@@ -56,6 +65,10 @@ GRANTS = (
     "GRANT UPDATE (balance, version, closed_at) ON ledger.accounts TO mesa_app",
     "GRANT UPDATE (status, close_entry_id, commission_rate_bp, commission, "
     "commission_account_id, closed_at) ON ledger.pots TO mesa_app",
+    # a proposal is approved (these columns) or withdrawn (deleted); the trigger keeps closed days
+    "GRANT SELECT, INSERT, DELETE ON ledger.day_closes TO mesa_app",
+    "GRANT UPDATE (status, approved_by, approved_at, document, signature) "
+    "ON ledger.day_closes TO mesa_app",
     "GRANT SELECT, USAGE ON SEQUENCE ledger.accounts_id_seq, ledger.entries_id_seq TO mesa_app",
     "GRANT SELECT ON ledger.alembic_version TO mesa_app",
     "REVOKE ALL ON FUNCTION ledger._hold_many(text[], text[]), "

@@ -30,6 +30,10 @@ Long lists are pages: at most `MAX_STATEMENT_PAGE` lines / `MAX_JOURNAL_PAGE` po
 (`limit`, default the maximum); `next` is the `after` of the next page, null on the last.
     GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
     GET  /v1/reports/chain                 (verify the hash chain)
+    GET  /v1/players/{player}/activity?since=ISO[&since=ISO...]
+                                           -> PlayerActivity (deposits and net loss since each
+                                              time; at most MAX_ACTIVITY_WINDOWS, none older
+                                              than MAX_ACTIVITY_DAYS; gateway)
 """
 
 from __future__ import annotations
@@ -49,8 +53,12 @@ REPLICA_FILL = FILL_FIRST["ledger"]
 MAX_STATEMENT_PAGE = 1000
 MAX_JOURNAL_PAGE = 5000
 MAX_POTS_PAGE = 1000
+MAX_ACTIVITY_WINDOWS = 3
+MAX_ACTIVITY_DAYS = 31
 
 __all__ = [
+    "MAX_ACTIVITY_DAYS",
+    "MAX_ACTIVITY_WINDOWS",
     "MAX_JOURNAL_PAGE",
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
@@ -65,6 +73,7 @@ __all__ = [
     "EntryResult",
     "HoldRequest",
     "Payout",
+    "PlayerActivity",
     "PostingOut",
     "ReleaseRequest",
     "ReversalRequest",
@@ -73,6 +82,7 @@ __all__ = [
     "StartMatchRequest",
     "VoidMatchRequest",
     "WalletBalance",
+    "WindowActivity",
     "WinnerShare",
     "WithdrawRequest",
 ]
@@ -236,3 +246,18 @@ class JournalRow(msgspec.Struct, frozen=True):
 class JournalPage(msgspec.Struct, frozen=True):
     rows: list[JournalRow]
     next: str | None = None  # "ENTRY:LEG" of the last row, when more follow
+
+
+class WindowActivity(msgspec.Struct, frozen=True):
+    """A player's money since `since`: cashier deposits into his wallet, and his net loss at
+    the tables (stakes held minus payouts, refunds and released holds; negative when he won)."""
+
+    since: str
+    deposits: int
+    net_loss: int
+
+
+class PlayerActivity(msgspec.Struct, frozen=True):
+    player: str
+    currency: str
+    windows: list[WindowActivity]  # in the order of the `since` values asked

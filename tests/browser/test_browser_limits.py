@@ -144,6 +144,11 @@ def test_wallet_section_and_reminder_banner(browser: Any, device: str) -> None:
         # The reminder's time comes (the server said 1 minute from now): the banner shows.
         page.clock.run_for(61_000)
         page.wait_for_selector("[data-test=reminder]:not([hidden])")
+        # Whole on screen (a fixed banner clipped at the edge is no overflow to the page).
+        box = page.locator("[data-test=reminder]").bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"], box
+        ok = page.locator("[data-test=reminder-ok]").bounding_box()
+        assert ok["x"] + ok["width"] <= box["x"] + box["width"], (ok, box)
         text = page.inner_text("[data-test=reminder-text]")
         assert "Llevas jugando" in text and "30 min" in text, text
         assert "-" in text and "12,50" in text.replace(".", ","), text

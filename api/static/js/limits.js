@@ -49,7 +49,7 @@ function render(limits) {
     : "";
   const hours = el("select", { id: "lim-cool-hours", "data-test": "lim-cool-hours" }, ...COOL_OFF_HOURS.map((h) => el("option", { value: String(h), text: coolOffText(h) })));
   const cool = el("div", { class: "row" },
-    el("label", { htmlFor: "lim-cool-hours" }, el("span", { text: t("lim_cooloff") }), hours),
+    el("label", { htmlFor: "lim-cool-hours" }, el("span", { text: t("lim_coollength") }), hours),
     el("button", { type: "button", "data-test": "lim-cool", text: t("lim_cooltake"), onclick: () => coolOff(Number(hours.value)).catch(onError) }));
   box.replaceChildren(
     el("h3", { text: t("lim_title") }),

@@ -7,7 +7,7 @@ shortened). Self-exclusion is `POST /api/me/self-exclusion` (api/routes_auth.py)
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, get, post
@@ -20,12 +20,9 @@ from api.feed import MatchFeed
 from api.guards import CurrentSession, GuardedController, requires_role
 from api.limits import PlayerLimits
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.schema import MAX_LIMIT_CENTS
+from api.schema import MAX_LIMIT_CENTS, LimitName, ReminderMinutes
 from services.common.errors import ServiceError
 
-LimitName = Literal[
-    "deposit_day", "deposit_week", "deposit_month", "loss_day", "loss_week", "loss_month"
-]
 LimitCents = Annotated[int, msgspec.Meta(ge=1, le=MAX_LIMIT_CENTS)]
 
 
@@ -34,7 +31,7 @@ class LimitsRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     the session reminder interval in minutes (0: off; null or absent: unchanged)."""
 
     limits: Annotated[dict[LimitName, LimitCents | None], msgspec.Meta(max_length=6)] = {}
-    reminder_min: Literal[0, 30, 60, 120] | None = None
+    reminder_min: ReminderMinutes | None = None
 
 
 class CoolOffRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -74,7 +71,10 @@ class LimitsController(GuardedController):
     ) -> PlayerLimits:
         """Lower a limit (at once) or raise or remove one (after 24 hours); set reminders."""
         return await limits.set_limits(
-            request.app.state.db, session.user.id, dict(data.limits), data.reminder_min
+            request.app.state.db,
+            session.user.id,
+            {str(name): cents for name, cents in data.limits.items()},
+            data.reminder_min,
         )
 
     @post("/api/me/cool-off", status_code=200, tags=["player"], responses=WRITE_ERRORS)

@@ -21,16 +21,13 @@ USER_STATUSES = ("active", "locked", "self_excluded")
 INVITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "expired", "failed")
 TIERS = ("free", "10", "20", "40", "80")
 # Responsible play (api.limits): a player's limits, each over its rolling window.
-LIMIT_NAMES = (
-    "deposit_day",
-    "deposit_week",
-    "deposit_month",
-    "loss_day",
-    "loss_week",
-    "loss_month",
-)
+LimitName = Literal[
+    "deposit_day", "deposit_week", "deposit_month", "loss_day", "loss_week", "loss_month"
+]
+LIMIT_NAMES: tuple[str, ...] = get_args(LimitName)
 MAX_LIMIT_CENTS = 10_000_000  # $100,000, the cashier's largest single movement
-REMINDER_MINUTES = (0, 30, 60, 120)  # 0: no session reminders
+ReminderMinutes = Literal[0, 30, 60, 120]  # 0: no session reminders
+REMINDER_MINUTES: tuple[int, ...] = get_args(ReminderMinutes)
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:

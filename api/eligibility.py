@@ -8,8 +8,8 @@ each player it seats, just before asking matchmaking. It checks, in order:
    that the invitee is accepting in his own session (the inviter named the partner in his);
 2. the player exists and has the `player` role;
 3. the account is not locked (locked players sit nowhere, free tables included);
-4. at paid tiers: not self-excluded, not cooling off, within his limits, and his ledger
-   balance covers the stake.
+4. at paid tiers: not self-excluded, not cooling off, the stake cannot take him past a loss
+   limit (`api.limits.seat_refusal`), and his ledger balance covers the stake.
 
 Refusals are 403 with a machine-readable code. When the refused player is not the acting user,
 the code is `partner_unavailable` whatever the reason, so nobody learns another player's
@@ -23,7 +23,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import accounts
+from api import accounts, limits
 from api.accounts import User
 from api.backends import Backends, call
 from services.common.errors import ServiceError
@@ -49,18 +49,6 @@ def is_paid(tier: str | None) -> bool:
     return tier != FREE_TIER
 
 
-def is_cooling_off(user: User, now: datetime) -> bool:
-    """Hook: a cooling-off period (a short break from paid play) is not an account status yet."""
-    del user, now
-    return False
-
-
-def exceeds_limits(user: User, stake_cents: int | None) -> bool:
-    """Hook: deposit, loss or stake limits set by the player do not exist yet."""
-    del user, stake_cents
-    return False
-
-
 def account_refusal(user: User, tier: str | None, now: datetime | None = None) -> str | None:
     """Why this account may not sit at `tier` (a refusal code), or None; no I/O."""
     moment = now or datetime.now(UTC)
@@ -74,8 +62,6 @@ def account_refusal(user: User, tier: str | None, now: datetime | None = None) -
         return None
     if not user.may_play_paid(moment):
         return "self_excluded"
-    if is_cooling_off(user, moment):
-        return "cooling_off"
     return None
 
 
@@ -84,17 +70,17 @@ _DETAILS = {
     "account_locked": "this account is locked",
     "self_excluded": "you are self-excluded from paid tables",
     "cooling_off": "you are cooling off from paid tables",
-    "limit_exceeded": "this stake is beyond your limits",
+    "loss_limit": "this stake could take you past your loss limit",
     "insufficient_funds": "your balance does not cover the stake",
     "not_your_seat": "only the player himself may take his seat",
     "partner_unavailable": "your partner cannot sit at this table now",
 }
 
 
-def refuse(code: str, *, for_partner: bool) -> ServiceError:
+def refuse(code: str, *, for_partner: bool, detail: str | None = None) -> ServiceError:
     if for_partner:
-        code = "partner_unavailable"
-    return ServiceError(403, code, _DETAILS.get(code, "you may not sit here"))
+        code, detail = "partner_unavailable", None
+    return ServiceError(403, code, detail or _DETAILS.get(code, "you may not sit here"))
 
 
 async def wallet_balance(ledger: InternalClient, player: str) -> int:
@@ -139,16 +125,18 @@ async def check_may_sit(
     if user is None:
         raise refuse("partner_unavailable", for_partner=True)
     code = account_refusal(user, tier)
+    detail: str | None = None
     if code is None and is_paid(tier):
         stake_cents: int | None = None
         if kind is not None and tier is not None:
             stake_cents, _pairs = stake_of(await backends.kinds(), kind, tier)
-        if exceeds_limits(user, stake_cents):
-            code = "limit_exceeded"
+        refusal = await limits.seat_refusal(db, backends, player_id, stake_cents)
+        if refusal is not None:
+            code, detail = refusal
         elif stake_cents and await wallet_balance(backends.ledger, player_id) < stake_cents:
             code = "insufficient_funds"
     if code is not None:
-        raise refuse(code, for_partner=not own)
+        raise refuse(code, for_partner=not own, detail=detail)
     return user
 
 

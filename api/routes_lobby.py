@@ -16,10 +16,10 @@ from litestar import Request, Response, get, post
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
-from api import accounts, invitations
+from api import accounts, invitations, limits
 from api.accounts import Session, User
 from api.backends import call, get_backends
-from api.eligibility import account_refusal, check_may_sit, stake_of
+from api.eligibility import account_refusal, check_may_sit, is_paid, stake_of
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role, signed_in
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from services.common.errors import ServiceError
@@ -205,7 +205,12 @@ async def _invite(
         _stake, pairs = stake_of(await get_backends(request.app.state).kinds(), new.kind, new.tier)
         if not pairs:
             raise ServiceError(400, "partner_not_pairs", "partners sit only at pairs tables")
-    if account_refusal(other, new.tier) is not None:
+    partner_refused = account_refusal(other, new.tier) is not None
+    if not partner_refused and is_paid(new.tier):
+        partner_refused = (
+            await limits.limits_of(request.app.state.db, partner)
+        ).cooling_off_until is not None
+    if partner_refused:
         raise ServiceError(403, "partner_unavailable", "your partner cannot sit at this table now")
     ttl_s = request.app.state.settings.invitation_ttl_s
     inv, replayed = await invitations.create(request.app.state.db, new, ttl_s)

@@ -20,7 +20,7 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
-from api import staff_audit
+from api import limits, staff_audit
 from api.accounts import Session
 from api.backends import call, get_backends
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
@@ -166,6 +166,8 @@ async def _cashier(
     body: Any
     path = "/v1/deposits" if kind == "deposit" else "/v1/withdrawals"
     if kind == "deposit":
+        # Refused before the ledger is asked: a cool-off, or beyond the player's deposit limits.
+        await limits.check_deposit(request.app.state.db, ledger, data.player, data.amount)
         # players who registered before wallets were opened at sign-up (or while the ledger
         # was unreachable) get theirs now: the gateway has just checked that they exist
         await open_wallet(request.app.state, data.player)

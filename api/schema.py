@@ -1,5 +1,5 @@
 """SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
-invitations, the staff audit log): the source of truth. The baseline migration creates the tables from this
+invitations, the staff audit log, responsible-play limits): the source of truth. The baseline migration creates the tables from this
 metadata; a test checks that autogenerate finds no drift.
 """
 
@@ -20,6 +20,14 @@ ROLES: tuple[str, ...] = get_args(Role)
 USER_STATUSES = ("active", "locked", "self_excluded")
 INVITATION_STATUSES = ("pending", "accepted", "declined", "cancelled", "expired", "failed")
 TIERS = ("free", "10", "20", "40", "80")
+# Responsible play (api.limits): a player's limits, each over its rolling window.
+LimitName = Literal[
+    "deposit_day", "deposit_week", "deposit_month", "loss_day", "loss_week", "loss_month"
+]
+LIMIT_NAMES: tuple[str, ...] = get_args(LimitName)
+MAX_LIMIT_CENTS = 10_000_000  # $100,000, the cashier's largest single movement
+ReminderMinutes = Literal[0, 30, 60, 120]  # 0: no session reminders
+REMINDER_MINUTES: tuple[int, ...] = get_args(ReminderMinutes)
 
 
 def _in(column: str, values: tuple[str, ...]) -> str:
@@ -163,4 +171,43 @@ staff_actions = sa.Table(
     sa.CheckConstraint("length(detail::text) <= 16000", name="staff_actions_detail_check"),
     sa.Index("staff_actions_actor", "actor", "id"),
     sa.Index("staff_actions_subject", "subject", "id"),
+)
+
+# One row per limit a player has set: `cents` applies now (NULL: no limit); a pending change
+# (an increase or a removal, `pending_cents` NULL for a removal) applies from `pending_at`.
+play_limits = sa.Table(
+    "play_limits",
+    metadata,
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
+    sa.Column("name", sa.Text, primary_key=True),
+    sa.Column("cents", sa.BigInteger),
+    sa.Column("pending_cents", sa.BigInteger),
+    _timestamp("pending_at"),
+    _timestamp("updated_at", nullable=False, server_default=_now()),
+    sa.CheckConstraint(_in("name", LIMIT_NAMES), name="play_limits_name_check"),
+    sa.CheckConstraint(
+        f"cents IS NULL OR (cents >= 1 AND cents <= {MAX_LIMIT_CENTS})",
+        name="play_limits_cents_check",
+    ),
+    sa.CheckConstraint(
+        f"pending_cents IS NULL OR (pending_cents >= 1 AND pending_cents <= {MAX_LIMIT_CENTS})",
+        name="play_limits_pending_cents_check",
+    ),
+    sa.CheckConstraint(
+        "pending_at IS NOT NULL OR pending_cents IS NULL", name="play_limits_pending_check"
+    ),
+)
+
+# A player's other responsible-play settings: session reminders and a cool-off's end.
+play_settings = sa.Table(
+    "play_settings",
+    metadata,
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
+    sa.Column("reminder_min", sa.SmallInteger, nullable=False, server_default=sa.text("0")),
+    _timestamp("cooling_off_until"),
+    _timestamp("updated_at", nullable=False, server_default=_now()),
+    sa.CheckConstraint(
+        "reminder_min IN (" + ", ".join(str(m) for m in REMINDER_MINUTES) + ")",
+        name="play_settings_reminder_min_check",
+    ),
 )

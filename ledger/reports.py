@@ -492,3 +492,69 @@ async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row
         "movements": summary,
         "discrepancies": discrepancies,
     }
+
+
+# A posting's entry carries its transaction's start time, and a wallet's postings take
+# versions in lock order: a posting that waited for the wallet's lock may carry an earlier time
+# than the one before it. Reading back from the window's start by this margin (far longer than
+# any posting transaction waits) keeps such postings in the window.
+ACTIVITY_MARGIN = dt.timedelta(minutes=1)
+# What a wallet posting of each entry kind is to the player's net loss: stakes are held from
+# the wallet (a hold counts as a loss until released); payouts, refunds and releases come back.
+LOSS_KINDS = ("hold", "release", "settle", "void")
+
+
+async def player_activity(
+    conn: asyncpg.Connection, player: str, sinces: list[dt.datetime]
+) -> Row | None:
+    """A player's deposits and net loss (stakes minus payouts, refunds and releases) since
+    each of `sinces`, in cents; None when he has no wallet.
+
+    Cheap whatever the wallet's age: the wallet version where the earliest window starts is
+    found walking its version index back from the newest posting (a walk as long as the
+    window's postings), and only the versions after it are read."""
+    earliest = min(sinces)
+    row = await conn.fetchrow(
+        """
+        WITH w AS (SELECT id, currency FROM ledger.accounts WHERE code = 'wallet:' || $1),
+        b AS (
+            SELECT coalesce((
+                SELECT p.version_after FROM ledger.postings p
+                JOIN ledger.entries e ON e.id = p.entry_id
+                WHERE p.account_id = w.id AND e.created_at < $3
+                ORDER BY p.version_after DESC LIMIT 1), 0) AS version
+            FROM w
+        ),
+        lines AS (
+            SELECT e.created_at, e.kind, p.amount
+            FROM w, b, ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
+            WHERE p.account_id = w.id AND p.version_after > b.version
+              AND e.created_at >= $4
+        )
+        SELECT w.currency,
+               array(SELECT coalesce(sum(l.amount) FILTER (
+                                WHERE l.kind = 'deposit' AND l.created_at >= s.since), 0)
+                     FROM unnest($2::timestamptz[]) WITH ORDINALITY AS s(since, n)
+                     LEFT JOIN lines l ON true GROUP BY s.n ORDER BY s.n) AS deposits,
+               array(SELECT -coalesce(sum(l.amount) FILTER (
+                                WHERE l.kind = ANY($5::text[]) AND l.created_at >= s.since), 0)
+                     FROM unnest($2::timestamptz[]) WITH ORDINALITY AS s(since, n)
+                     LEFT JOIN lines l ON true GROUP BY s.n ORDER BY s.n) AS net_losses
+        FROM w
+        """,
+        player,
+        sinces,
+        earliest - ACTIVITY_MARGIN,
+        earliest,
+        list(LOSS_KINDS),
+    )
+    if row is None:
+        return None
+    return {
+        "player": player,
+        "currency": row["currency"],
+        "windows": [
+            {"since": since, "deposits": int(d), "net_loss": int(n)}
+            for since, d, n in zip(sinces, row["deposits"], row["net_losses"], strict=True)
+        ],
+    }

@@ -48,6 +48,8 @@ from services.common.metrics import (
 )
 from services.common.secret_file import SecretFileError, read_secret
 from services.ledger.contract import (
+    MAX_ACTIVITY_DAYS,
+    MAX_ACTIVITY_WINDOWS,
     MAX_JOURNAL_PAGE,
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
@@ -553,6 +555,34 @@ CLOSE_ROUTES = [
 ]
 
 
+@get("/v1/players/{player:str}/activity", opt=REPORT_READERS)
+async def player_activity(
+    player: FromPath[str],
+    state: State,
+    since: Annotated[list[str], Parameter(min_items=1, max_items=MAX_ACTIVITY_WINDOWS)],
+) -> Response[Any]:
+    """A player's deposits and net loss since each `since` (the gateway's limits): read on
+    every paid seat and deposit of a player with limits, so bounded to a few recent windows."""
+    now = dt.datetime.now(dt.UTC)
+    sinces: list[dt.datetime] = []
+    for raw in since:
+        when = _parse_time("since", raw)
+        # a minute's grace for a caller's clock a little ahead of this one
+        ahead = when is not None and when > now + dt.timedelta(minutes=1)
+        if when is None or ahead or now - when > dt.timedelta(days=MAX_ACTIVITY_DAYS):
+            raise ServiceError(
+                400,
+                "invalid_time",
+                f"since must be a time within the last {MAX_ACTIVITY_DAYS} days",
+            )
+        sinces.append(when)
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.player_activity(conn, player, sinces)
+    if report is None:
+        raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
+    return _json(reports.to_json(report))
+
+
 async def _sealer(app: Litestar) -> None:
     while True:
         await asyncio.sleep(SEAL_INTERVAL_S)
@@ -692,6 +722,7 @@ def create_app(
             reconcile_report,
             chain_report,
             *CLOSE_ROUTES,
+            player_activity,
         ],
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],

@@ -41,6 +41,10 @@ The daily close (gateway only; `actor` is the finance user the gateway's session
     POST /v1/closes/{day}/approve          CloseAction -> the close (409 same_approver,
                                            409 report_changed)
     POST /v1/closes/{day}/withdraw         CloseAction -> the withdrawn proposal
+    GET  /v1/players/{player}/activity?since=ISO[&since=ISO...]
+                                           -> PlayerActivity (deposits and net loss since each
+                                              time; at most MAX_ACTIVITY_WINDOWS, none older
+                                              than MAX_ACTIVITY_DAYS; gateway)
 """
 
 from __future__ import annotations
@@ -60,8 +64,12 @@ REPLICA_FILL = FILL_FIRST["ledger"]
 MAX_STATEMENT_PAGE = 1000
 MAX_JOURNAL_PAGE = 5000
 MAX_POTS_PAGE = 1000
+MAX_ACTIVITY_WINDOWS = 3
+MAX_ACTIVITY_DAYS = 31
 
 __all__ = [
+    "MAX_ACTIVITY_DAYS",
+    "MAX_ACTIVITY_WINDOWS",
     "MAX_JOURNAL_PAGE",
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
@@ -78,6 +86,7 @@ __all__ = [
     "EntryResult",
     "HoldRequest",
     "Payout",
+    "PlayerActivity",
     "PostingOut",
     "ReleaseRequest",
     "ReversalRequest",
@@ -86,6 +95,7 @@ __all__ = [
     "StartMatchRequest",
     "VoidMatchRequest",
     "WalletBalance",
+    "WindowActivity",
     "WinnerShare",
     "WithdrawRequest",
 ]
@@ -264,3 +274,16 @@ class CloseKey(msgspec.Struct, frozen=True):
     public_key: str  # 32 bytes, hex
     pem: str
     format: str  # the signed document's format (`mesa-day-close-v1`)
+class WindowActivity(msgspec.Struct, frozen=True):
+    """A player's money since `since`: cashier deposits into his wallet, and his net loss at
+    the tables (stakes held minus payouts, refunds and released holds; negative when he won)."""
+
+    since: str
+    deposits: int
+    net_loss: int
+
+
+class PlayerActivity(msgspec.Struct, frozen=True):
+    player: str
+    currency: str
+    windows: list[WindowActivity]  # in the order of the `since` values asked

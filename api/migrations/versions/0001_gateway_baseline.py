@@ -1,5 +1,5 @@
-"""Gateway baseline: accounts, sessions and bearer tokens, table chat, invitations and the
-staff audit log, from `api.schema.metadata`, then its append-only trigger and the grants.
+"""Gateway baseline: accounts, sessions and bearer tokens, table chat, invitations, the
+staff audit log and responsible-play limits, from `api.schema.metadata`, then its append-only trigger and the grants.
 
 Revision ID: 0001_gateway_baseline
 Revises:
@@ -27,6 +27,11 @@ GRANTS = (
     "GRANT UPDATE (revoked_at) ON gateway.sessions TO mesa_app",
     "GRANT DELETE ON gateway.sessions TO mesa_app",
     "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.invitations TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.play_limits, gateway.play_settings TO mesa_app",
+    "GRANT UPDATE (cents, pending_cents, pending_at, updated_at) ON gateway.play_limits "
+    "TO mesa_app",
+    "GRANT UPDATE (reminder_min, cooling_off_until, updated_at) ON gateway.play_settings "
+    "TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
 )
 

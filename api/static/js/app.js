@@ -6,6 +6,7 @@ import { verifyTranscript, keyChain } from "./verify.js";
 import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
 import { loadClosing } from "./closing.js";
+import { loadLimits, scheduleReminder, stopReminders } from "./limits.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -55,6 +56,7 @@ function show(name) {
 
 function showLogin() {
   me = null;
+  stopReminders();
   $("nav").replaceChildren();
   $("who").textContent = "";
   $("logout").hidden = true;
@@ -71,6 +73,7 @@ function signedIn(user) {
   for (const s of SCREENS[user.role] || []) {
     nav.append(el("button", { type: "button", "data-i18n": s, "data-test": `nav-${s}`, text: t(s), onclick: () => show(s) }));
   }
+  if (user.role === "player") scheduleReminder();
   const wanted = location.hash.slice(1);
   const first = (SCREENS[user.role] || [])[0];
   if (wanted.startsWith("table/") && user.role === "player") guard(() => openFromLink(wanted.slice(6)));
@@ -306,6 +309,7 @@ async function loadWallet() {
       el("td", { class: `num ${l.amount >= 0 ? "pos" : "neg"}`, text: `${l.amount > 0 ? "+" : ""}${money(l.amount)}` }),
       el("td", { class: "num", text: money(l.balance) }));
   }) : [el("tr", {}, el("td", { colSpan: 4, text: t("nostatement") }))]));
+  await loadLimits((e) => flash(reasonText(e), true));
 }
 
 // The pinned first key; later keys are trusted only through the log's rotation records.

@@ -29,6 +29,7 @@ from api.schema import dispute_notes, disputes, sessions, users
 from api.staff_audit import Reason
 from services.common.errors import ServiceError
 from services.engine.audit_contract import TranscriptList
+from services.engine.contract import PublicMatchState
 from services.ledger.contract import MAX_STATEMENT_PAGE, StatementPage
 
 PLAYER_RE = re.compile(r"^[a-z0-9_.-]{3,32}$")
@@ -103,6 +104,12 @@ class PlayerProfile(msgspec.Struct, frozen=True):
     refunds: list[refunds.Proposal]
     # The player's responsible-play limits (deposit, loss, session), when the gateway has them.
     limits: dict[str, Any] | None = None
+
+
+class SupportHand(msgspec.Struct, frozen=True):
+    transcript: dict[str, Any]
+    # The player at each seat (null: a CPU seat); empty when the engine no longer knows.
+    players: list[str | None]
 
 
 class OpenDispute(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -327,15 +334,31 @@ class SupportController(GuardedController):
         return await _statement(request.app.state, row.id, None, None, after, limit)
 
     @get("/api/support/transcripts/{deal_id:path}", tags=["support"], responses=READ_ERRORS)
-    async def transcript(self, request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Any:
-        """A finished hand's transcript, to replay it (the engine refuses a live hand)."""
+    async def transcript(
+        self, request: Request[Any, Any, Any], deal_id: FromPath[str]
+    ) -> SupportHand:
+        """A finished hand's transcript, to replay it (the engine refuses a live hand), with
+        the players by seat (the log names them by pseudonyms)."""
         deal = deal_id.lstrip("/")
         if DEAL_ID_RE.match(deal) is None:
             raise ServiceError(400, "invalid_request", "bad deal id")
         engine = get_backends(request.app.state).engine
-        return await call(
+        doc = await call(
             "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
         )
+        players: list[str | None] = []
+        match_id = deal.rsplit("/", 1)[0]
+        if "/" in deal and MATCH_ID_RE.match(match_id) is not None:
+            try:
+                state = await call(
+                    "engine", engine.get(f"/internal/matches/{match_id}", PublicMatchState)
+                )
+                players = [s.player_id for s in sorted(state.seats, key=lambda s: s.seat)]
+            except ServiceError as exc:
+                # a match the engine no longer holds still replays, seats unnamed
+                if exc.status != 404:
+                    raise
+        return SupportHand(transcript=doc, players=players)
 
     @get("/api/support/disputes", tags=["support"], responses=READ_ERRORS)
     async def list_disputes(

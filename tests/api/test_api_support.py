@@ -359,8 +359,11 @@ async def test_a_finished_hand_replays_in_the_page_as_the_rules_core_replays_it(
             for hand in hands["transcripts"]:
                 r = await sup.get(f"/api/support/transcripts/{hand['deal_id']}")
                 assert r.status_code == 200, r.text
-                if r.json()["deal"]["hands"]:  # an opening draw has no hand to replay
-                    docs.append(r.json())
+                # the log's pseudonyms are named for support: the player and the CPU seats
+                assert player in r.json()["players"] and None in r.json()["players"]
+                doc = r.json()["transcript"]
+                if doc["deal"]["hands"]:  # an opening draw has no hand to replay
+                    docs.append(doc)
             assert docs
     files = []
     for i, doc in enumerate(docs):

@@ -94,17 +94,26 @@ export function stepsOf(transcript) {
   return steps;
 }
 
-// The seats' names: the commitment's players, "CPU n" for the house's seats.
-function seatNames(transcript) {
-  return (transcript?.commitment?.record?.seats || []).map((s, i) => s.player || `${t("cpuplayer")} ${i + 1}`);
+// The seats' names: `players` by seat when the caller knows them (the log itself names
+// seats by pseudonyms); else `me` at the only human seat; else the pseudonym's start;
+// "CPU n" for the house's seats.
+function seatNames(transcript, players = [], me = null) {
+  const seats = transcript?.commitment?.record?.seats || [];
+  const humans = seats.filter((s) => s.player).length;
+  return seats.map((s, i) => players[i] || (!s.player ? `${t("cpuplayer")} ${i + 1}` : me && humans === 1 ? me : String(s.player).slice(0, 10)));
 }
 
 // What the hand's end was, in words: dominó / capicúa / tranque, the winner and the points.
 export function resultText(result, names) {
   if (!result) return t("rp_noresult");
   const capicua = (result.bonuses || []).some((b) => b.kind === "capicua");
-  const how = capicua ? t("rp_capicua") : has("rp_end_" + result.end) ? t("rp_end_" + result.end) : result.end;
-  const who = result.winner_seat !== null && result.winner_seat !== undefined ? names[result.winner_seat] || `${result.winner_seat + 1}` : t("rp_nobody");
+  const how = capicua ? t("capicua") : has("end_" + result.end) ? t("end_" + result.end) : result.end;
+  // A side wins when a bonus decides the match mid-hand: its seats (seat i is on side
+  // i mod sides, as the rules core seats pairs).
+  const sides = (result.scores || []).length || names.length;
+  const side = result.winner_side ?? null;
+  const who = result.winner_seat !== null && result.winner_seat !== undefined ? names[result.winner_seat] || `${result.winner_seat + 1}`
+    : side !== null ? names.filter((_, i) => i % sides === side).join(" + ") : t("rp_nobody");
   return `${how} · ${t("rp_winner")}: ${who} · ${num(result.points || 0)} ${t("rp_points")}`;
 }
 
@@ -124,11 +133,13 @@ function tileEl(a, b, vertical, small = false) {
 }
 
 // Opens the viewer in `box` (replacing what it held); returns {go(i), steps}.
-export function openReplay(box, transcript, { onClose } = {}) {
+// `names`: the players by seat, if known; `me`: the viewer, if he played the hand.
+export function openReplay(box, transcript, { onClose, names: players, me } = {}) {
   const steps = stepsOf(transcript);
-  const names = seatNames(transcript);
+  const names = seatNames(transcript, players, me);
   let at = 0;
-  const caption = el("p", { class: "rp-caption", role: "status", "data-test": "replay-caption" });
+  const caption = el("p", { class: "rp-caption", "data-test": "replay-caption" });
+  caption.setAttribute("role", "status");
   const counter = el("span", { class: "rp-counter", "data-test": "replay-counter" });
   const endsLine = el("p", { class: "sub rp-ends", "data-test": "replay-ends" });
   const line = el("div", { class: "rp-line", "data-test": "replay-line" });
@@ -142,13 +153,13 @@ export function openReplay(box, transcript, { onClose } = {}) {
     return b;
   };
   const controls = el("div", { class: "rp-controls" },
-    button({ text: "⏮", key: "rp_first" }, "replay-first", () => 0),
-    button({ text: "◀", key: "rp_prev" }, "replay-prev", () => at - 1),
+    button({ text: "«", key: "rp_first" }, "replay-first", () => 0),
+    button({ text: "‹", key: "rp_prev" }, "replay-prev", () => at - 1),
     counter,
-    button({ text: "▶", key: "rp_next" }, "replay-next", () => at + 1),
-    button({ text: "⏭", key: "rp_last" }, "replay-last", () => steps.length - 1));
+    button({ text: "›", key: "rp_next" }, "replay-next", () => at + 1),
+    button({ text: "»", key: "rp_last" }, "replay-last", () => steps.length - 1));
   const head = el("div", { class: "rp-head" },
-    el("h3", { text: `${t("rp_title")} · ${t("dealid")} ${String(transcript.deal_id).split("/").pop()}` }));
+    el("h3", { text: `${t("rp_title")} · ${t("dealid")} ${String(transcript.deal_id).split("/").pop().replace(/\D/g, "")}` }));
   if (onClose) head.append(el("button", { type: "button", "data-test": "replay-close", text: t("rp_close"), onclick: onClose }));
   const viewer = el("section", { class: "replay", "data-test": "replay", tabIndex: 0 }, head, controls, caption, endsLine, line, seats);
   viewer.setAttribute("aria-label", t("rp_title"));

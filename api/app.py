@@ -23,6 +23,7 @@ from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
 from api import (
+    refunds,
     routes_admin,
     routes_audit,
     routes_auth,
@@ -32,6 +33,7 @@ from api import (
     routes_lobby,
     routes_log,
     routes_money,
+    routes_support,
     routes_table,
     staff_audit,
 )
@@ -109,6 +111,8 @@ def create_app(
             *routes_log.ROUTES,
             *routes_admin.ROUTES,
             *staff_audit.ROUTES,
+            *routes_support.ROUTES,
+            *refunds.ROUTES,
             static,
         ],
         public=True,

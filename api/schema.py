@@ -1,6 +1,7 @@
 """SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
-invitations, the staff audit log, responsible-play limits): the source of truth. The baseline migration creates the tables from this
-metadata; a test checks that autogenerate finds no drift.
+invitations, the staff audit log, responsible-play limits, support's disputes and refund
+proposals): the source of truth. The baseline migration creates the tables from this metadata;
+a test checks that autogenerate finds no drift.
 """
 
 from __future__ import annotations
@@ -210,4 +211,99 @@ play_settings = sa.Table(
         "reminder_min IN (" + ", ".join(str(m) for m in REMINDER_MINUTES) + ")",
         name="play_settings_reminder_min_check",
     ),
+DISPUTE_STATUSES = ("open", "closed")
+REFUND_STATUSES = ("proposed", "approved", "rejected")
+
+# A player's complaint as support handles it; its notes are append-only (grants and trigger).
+disputes = sa.Table(
+    "disputes",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("opened_by", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("match_id", sa.Text),
+    sa.Column("deal_id", sa.Text),
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'open'")),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    sa.Column("closed_by", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id")),
+    _timestamp("closed_at"),
+    sa.Column("close_reason", sa.Text),
+    sa.CheckConstraint(_in("status", DISPUTE_STATUSES), name="disputes_status_check"),
+    sa.CheckConstraint(
+        "(status = 'open') = (closed_by IS NULL AND closed_at IS NULL AND close_reason IS NULL)",
+        name="disputes_closed_check",
+    ),
+    sa.CheckConstraint("match_id ~ '^[A-Za-z0-9_.:-]{1,128}$'", name="disputes_match_id_check"),
+    sa.CheckConstraint("deal_id ~ '^[A-Za-z0-9._/-]{1,128}$'", name="disputes_deal_id_check"),
+    sa.CheckConstraint(
+        "length(close_reason) >= 1 AND length(close_reason) <= 1000",
+        name="disputes_close_reason_check",
+    ),
+    sa.Index("disputes_player", "player", "id"),
+    sa.Index("disputes_status", "status", "id"),
+)
+
+dispute_notes = sa.Table(
+    "dispute_notes",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("dispute_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.disputes.id"), nullable=False),
+    sa.Column("author", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.CheckConstraint(
+        "length(body) >= 1 AND length(body) <= 1000", name="dispute_notes_body_check"
+    ),
+    sa.Index("dispute_notes_dispute", "dispute_id", "id"),
+)
+
+# Support proposes the reversal of one ledger entry; a finance user (never the proposer)
+# approves it (the gateway then asks the ledger, key `refund-proposal:<id>`) or rejects it.
+refund_proposals = sa.Table(
+    "refund_proposals",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("entry_id", sa.BigInteger, nullable=False),
+    sa.Column("entry_kind", sa.Text, nullable=False),
+    # The entry's movement of the player's wallet, in cents (the reversal moves its negation).
+    sa.Column("amount", sa.BigInteger, nullable=False),
+    sa.Column("currency", sa.Text, nullable=False),
+    sa.Column("dispute_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.disputes.id")),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'proposed'")),
+    sa.Column("proposed_by", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    _timestamp("proposed_at", nullable=False, server_default=_now()),
+    sa.Column("decided_by", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id")),
+    _timestamp("decided_at"),
+    sa.Column("decision_reason", sa.Text),
+    sa.Column("reversal_entry_id", sa.BigInteger),
+    sa.CheckConstraint(_in("status", REFUND_STATUSES), name="refund_proposals_status_check"),
+    sa.CheckConstraint("entry_id > 0", name="refund_proposals_entry_id_check"),
+    sa.CheckConstraint("currency ~ '^[A-Z]{3}$'", name="refund_proposals_currency_check"),
+    sa.CheckConstraint(
+        "length(reason) >= 1 AND length(reason) <= 1000", name="refund_proposals_reason_check"
+    ),
+    sa.CheckConstraint(
+        "length(decision_reason) >= 1 AND length(decision_reason) <= 1000",
+        name="refund_proposals_decision_reason_check",
+    ),
+    sa.CheckConstraint("decided_by <> proposed_by", name="refund_proposals_four_eyes_check"),
+    sa.CheckConstraint(
+        "(status = 'proposed') = (decided_by IS NULL AND decided_at IS NULL)",
+        name="refund_proposals_decided_check",
+    ),
+    sa.CheckConstraint(
+        "(status = 'approved') = (reversal_entry_id IS NOT NULL)",
+        name="refund_proposals_reversal_check",
+    ),
+    # One live proposal (proposed or approved) per ledger entry: an entry is reversed once.
+    sa.Index(
+        "refund_proposals_one_per_entry",
+        "entry_id",
+        unique=True,
+        postgresql_where=sa.text("status <> 'rejected'"),
+    ),
+    sa.Index("refund_proposals_status", "status", "id"),
+    sa.Index("refund_proposals_player", "player", "id"),
 )

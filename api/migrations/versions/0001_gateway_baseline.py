@@ -1,5 +1,6 @@
 """Gateway baseline: accounts, sessions and bearer tokens, table chat, invitations, the
-staff audit log and responsible-play limits, from `api.schema.metadata`, then its append-only trigger and the grants.
+staff audit log, responsible-play limits, support's disputes (with append-only notes) and
+refund proposals, from `api.schema.metadata`, then the append-only triggers and the grants.
 
 Revision ID: 0001_gateway_baseline
 Revises:
@@ -32,6 +33,11 @@ GRANTS = (
     "TO mesa_app",
     "GRANT UPDATE (reminder_min, cooling_off_until, updated_at) ON gateway.play_settings "
     "TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.disputes, gateway.dispute_notes, gateway.refund_proposals "
+    "TO mesa_app",
+    "GRANT UPDATE (status, closed_by, closed_at, close_reason) ON gateway.disputes TO mesa_app",
+    "GRANT UPDATE (status, decided_by, decided_at, decision_reason, reversal_entry_id) "
+    "ON gateway.refund_proposals TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
 )
 
@@ -48,6 +54,17 @@ APPEND_ONLY = (
     "FOR EACH ROW EXECUTE FUNCTION gateway.refuse_staff_action_change()",
     "CREATE TRIGGER staff_actions_no_truncate BEFORE TRUNCATE ON gateway.staff_actions "
     "FOR EACH STATEMENT EXECUTE FUNCTION gateway.refuse_staff_action_change()",
+    # A dispute's notes are its record: kept as written, never edited or removed.
+    """CREATE FUNCTION gateway.refuse_dispute_note_change() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'dispute notes are append-only';
+    END
+    $$""",
+    "CREATE TRIGGER dispute_notes_append_only BEFORE UPDATE OR DELETE ON gateway.dispute_notes "
+    "FOR EACH ROW EXECUTE FUNCTION gateway.refuse_dispute_note_change()",
+    "CREATE TRIGGER dispute_notes_no_truncate BEFORE TRUNCATE ON gateway.dispute_notes "
+    "FOR EACH STATEMENT EXECUTE FUNCTION gateway.refuse_dispute_note_change()",
 )
 
 

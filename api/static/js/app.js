@@ -7,6 +7,9 @@ import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guar
 import { loadFinance, checkChain, showStatement } from "./finance.js";
 import { loadClosing } from "./closing.js";
 import { loadLimits, scheduleReminder, stopReminders } from "./limits.js";
+import { loadSupport } from "./support.js";
+import { loadStaff } from "./staff.js";
+import { openReplay } from "./replay.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -15,9 +18,10 @@ let kinds = [];
 
 const SCREENS = {
   player: ["lobby", "wallet", "history"],
-  auditor: ["audit"],
+  auditor: ["audit", "staff"],
   finance: ["finance"],
-  admin: ["admin"],
+  admin: ["admin", "staff"],
+  support: ["support"],
 };
 
 let flashTimer = null;
@@ -50,7 +54,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin, support: loadSupport, staff: loadStaff };
   if (loaders[name]) guard(loaders[name]);
 }
 
@@ -329,11 +333,18 @@ async function verifyInto(panel, dealId) {
   );
 }
 
+// A finished hand step by step (replay.js), in the panel where verdicts are shown.
+function replayButton(panel, hand) {
+  return el("button", { type: "button", text: t("rp_replay"), "data-test": "replay-hand",
+    onclick: () => guard(async () => openReplay(panel, await get(`/api/transcripts/${hand.deal_id}`), { me: me?.role === "player" ? me.id : null, onClose: () => panel.replaceChildren() })) });
+}
+
 async function loadHistory() {
   const h = await get("/api/history");
   $("history-list").replaceChildren(...(h.transcripts.length ? h.transcripts.map((x) => el("li", {},
     el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)}` }),
-    el("button", { type: "button", text: t("verify"), "data-test": "verify-hand", onclick: () => guard(() => verifyInto($("verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
+    el("button", { type: "button", text: t("verify"), "data-test": "verify-hand", onclick: () => guard(() => verifyInto($("verify-panel"), x.deal_id)) }),
+    replayButton($("verify-panel"), x))) : [emptyItem("nohistory")]));
 }
 
 // ---------------------------------------------------------------- audit
@@ -355,7 +366,8 @@ async function loadAudit() {
   const list = await get("/api/audit/transcripts?limit=50");
   $("audit-list").replaceChildren(...(list.transcripts.length ? list.transcripts.map((x) => el("li", {},
     el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)} · ${t("players")}: ${x.players.map((p, i) => p || `${t("cpuplayer")} ${i + 1}`).join(", ")}` }),
-    el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }))) : [emptyItem("nohistory")]));
+    el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }),
+    replayButton($("audit-verify-panel"), x))) : [emptyItem("nohistory")]));
 }
 
 // The latest checkpoint against every checkpoint this browser stored (signatures checked,

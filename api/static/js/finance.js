@@ -2,6 +2,7 @@
 // charts (inline SVG), pots and statements, all with human labels.
 import { get, el } from "./api.js";
 import { t, has, money, num, dateTime } from "./i18n.js";
+import { loadRefunds } from "./refunds.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
@@ -76,6 +77,7 @@ export async function loadFinance() {
     el("details", {}, el("summary", { text: t("trialbalance") }),
       el("div", { class: "scroll-x" }, grid(tb.by_kind || [], [["kind", t("account")], ["currency", t("currency")], ["balance", t("balance")]]))),
   );
+  await loadRefunds();
   const pots = await get("/api/finance/pots");
   $("fin-pots").replaceChildren(grid(pots, [["match_id", t("match")], ["tier", t("stake")], ["variant", t("variant")], ["status", t("status")], ["stake_total", t("pot")], ["commission", t("commission")], ["ok", t("ok")]]));
   const byDay = await get("/api/finance/commission?by=day");

@@ -155,7 +155,7 @@ def pair_flow(history: History, cfg: IntegrityConfig) -> list[NewAlert]:
                         ref=f"{giver}>{taker}:{currency}",
                         detail={"net_cents": net, "matches": len(pair.matches)},
                     ),
-                    *(_match_ref(p, **{"from": f, "cents": c}) for p, f, c in recent),
+                    *(_match_ref(p, giver=f, cents=c) for p, f, c in recent),
                 ],
             )
         )
@@ -185,7 +185,8 @@ def repeated_losing(history: History, cfg: IntegrityConfig) -> list[NewAlert]:
     for (currency, loser, winner), pots in sorted(to_whom.items()):
         total = len(losses[(currency, loser)])
         share = len(pots) / total
-        together = met[(currency, *sorted((loser, winner)))]
+        first, second = sorted((loser, winner))
+        together = met[(currency, first, second)]
         rate = len(pots) / together
         private = sum(1 for p in pots if p.private)
         count_min = cfg.loss_count_min * (1 if 2 * private >= len(pots) else 2)

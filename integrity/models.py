@@ -141,7 +141,7 @@ class SeatSighting(msgspec.Struct, frozen=True):
     match_id: str
     player: str
     tier: str
-    private: bool
+    private: bool | None
     address_hash: str
     device_hash: str | None
     at_ms: int

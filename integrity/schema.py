@@ -135,7 +135,7 @@ seat_observations = sa.Table(
     sa.Column("match_id", sa.Text, nullable=False),
     sa.Column("player", sa.Text, nullable=False),
     sa.Column("tier", sa.Text, nullable=False),
-    sa.Column("private", sa.Boolean, nullable=False),
+    sa.Column("private", sa.Boolean),  # null: the table was not found to say
     # HMAC-SHA-256 of the client address / the device cookie under the server's secret
     sa.Column("address_hash", BYTEA, nullable=False),
     sa.Column("device_hash", BYTEA),

@@ -294,7 +294,7 @@ async def record_seat(
     match_id: str,
     player: str,
     tier: str,
-    private: bool,
+    private: bool | None,
     address_hash: bytes,
     device_hash: bytes | None,
 ) -> bool:
@@ -349,6 +349,18 @@ async def sightings(
 
 
 # --- scan cursors ----------------------------------------------------------------------------
+
+
+async def seat_seen(db: Db, match_id: str, player: str) -> bool:
+    async with _tx(db) as conn:
+        row = (
+            await conn.execute(
+                sa.select(seat_observations.c.id).where(
+                    seat_observations.c.match_id == match_id, seat_observations.c.player == player
+                )
+            )
+        ).first()
+    return row is not None
 
 
 async def get_cursor(db: Db, name: str) -> str | None:

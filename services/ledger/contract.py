@@ -30,6 +30,13 @@ Long lists are pages: at most `MAX_STATEMENT_PAGE` lines / `MAX_JOURNAL_PAGE` po
 (`limit`, default the maximum); `next` is the `after` of the next page, null on the last.
     GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
     GET  /v1/reports/chain                 (verify the hash chain)
+
+For the integrity scan (the gateway, `mesa integrity scan`), oldest first, a page at a time:
+
+    GET  /v1/integrity/pots?since=ISO[&after=ENTRY][&limit=N]     -> SettledPotPage
+                                           (settled pots: each seat's player, stake, payout)
+    GET  /v1/integrity/cashier?since=ISO[&after=ENTRY][&limit=N]  -> CashierMovePage
+                                           (deposits and withdrawals not reversed)
 """
 
 from __future__ import annotations
@@ -49,8 +56,15 @@ REPLICA_FILL = FILL_FIRST["ledger"]
 MAX_STATEMENT_PAGE = 1000
 MAX_JOURNAL_PAGE = 5000
 MAX_POTS_PAGE = 1000
+MAX_INTEGRITY_PAGE = 1000
 
 __all__ = [
+    "MAX_INTEGRITY_PAGE",
+    "CashierMove",
+    "CashierMovePage",
+    "PotSeat",
+    "SettledPot",
+    "SettledPotPage",
     "MAX_JOURNAL_PAGE",
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
@@ -236,3 +250,39 @@ class JournalRow(msgspec.Struct, frozen=True):
 class JournalPage(msgspec.Struct, frozen=True):
     rows: list[JournalRow]
     next: str | None = None  # "ENTRY:LEG" of the last row, when more follow
+
+
+class PotSeat(msgspec.Struct, frozen=True):
+    seat: int
+    player: str
+    stake: int
+    payout: int  # what the settlement paid this seat's wallet (0: lost)
+
+
+class SettledPot(msgspec.Struct, frozen=True):
+    match_id: str
+    tier: str
+    variant: str
+    currency: str
+    closed_at: str  # ISO 8601, UTC
+    close_entry_id: int
+    seats: list[PotSeat]
+
+
+class SettledPotPage(msgspec.Struct, frozen=True):
+    pots: list[SettledPot]
+    next: int | None = None  # the `after` of the next page (a close entry id)
+
+
+class CashierMove(msgspec.Struct, frozen=True):
+    entry_id: int
+    kind: str  # deposit | withdrawal
+    player: str
+    amount: int  # positive cents
+    currency: str
+    created_at: str  # ISO 8601, UTC
+
+
+class CashierMovePage(msgspec.Struct, frozen=True):
+    moves: list[CashierMove]
+    next: int | None = None  # the `after` of the next page (an entry id)

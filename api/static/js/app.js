@@ -5,6 +5,7 @@ import { Table } from "./table.js";
 import { verifyTranscript, keyChain } from "./verify.js";
 import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
+import { loadCompliance, initCompliance } from "./compliance.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -16,6 +17,7 @@ const SCREENS = {
   auditor: ["audit"],
   finance: ["finance"],
   admin: ["admin"],
+  compliance: ["compliance"],
 };
 
 let flashTimer = null;
@@ -48,7 +50,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(loadFinance), admin: loadAdmin };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(loadFinance), admin: loadAdmin, compliance: () => guard(loadCompliance) };
   if (loaders[name]) guard(loaders[name]);
 }
 
@@ -424,6 +426,7 @@ function wire() {
   $("audit-verify").onclick = () => guard(() => verifyInto($("audit-verify-panel"), $("audit-deal").value.trim()));
   $("cons-check").onclick = () => guard(checkConsistency);
   $("fin-refresh").onclick = () => guard(loadFinance);
+  initCompliance();
   $("fin-chain").onclick = () => guard(checkChain);
   $("fin-statement-form").onsubmit = (ev) => {
     ev.preventDefault();

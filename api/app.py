@@ -28,6 +28,7 @@ from api import (
     routes_audit,
     routes_auth,
     routes_closing,
+    routes_integrity,
     routes_invitations,
     routes_limits,
     routes_lobby,
@@ -40,6 +41,7 @@ from api import (
 from api.backends import Backends
 from api.feed import MatchFeed
 from api.guards import COMPONENTS, PUBLIC
+from api.integrity import start_scanner, stop_scanner
 from api.security import (
     SECURITY_HEADERS,
     RateLimiter,
@@ -113,11 +115,12 @@ def create_app(
             *staff_audit.ROUTES,
             *routes_support.ROUTES,
             *refunds.ROUTES,
+            *routes_integrity.ROUTES,
             static,
         ],
         public=True,
-        on_startup=[open_backends],
-        on_shutdown=[close_backends],
+        on_startup=[open_backends, start_scanner],
+        on_shutdown=[stop_scanner, close_backends],
         before_send=[_security_headers],
         openapi_config=OpenAPIConfig(
             title="Mesa public API",

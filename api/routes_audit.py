@@ -69,9 +69,10 @@ class HistoryController(GuardedController):
 
 
 class VerifierController(GuardedController):
-    """What players and auditors both check: transcripts (players: their own), checkpoint, keys."""
+    """What players and auditors both check: transcripts (players: their own), checkpoint, keys.
+    Compliance officers read the transcripts an integrity alert's matches point to."""
 
-    guards = [requires_role("player", "auditor")]
+    guards = [requires_role("player", "auditor", "compliance")]
 
     @get("/api/transcripts/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
     async def transcript(
@@ -107,9 +108,10 @@ class VerifierController(GuardedController):
 
 
 class AuditController(GuardedController):
-    """The transparency log's proofs and listings: auditors only."""
+    """The transparency log's proofs and listings: auditors (and compliance officers, who list
+    the hands of an alert's matches)."""
 
-    guards = [requires_role("auditor")]
+    guards = [requires_role("auditor", "compliance")]
 
     @get("/api/audit/transcripts", tags=["audit"], responses=READ_ERRORS)
     async def transcripts(

@@ -21,6 +21,7 @@ from api.guards import (
     requires_role,
     signed_in,
 )
+from api.integrity import device_cookie
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_money import open_wallet_at_sign_up
 from api.security import (
@@ -123,9 +124,11 @@ async def _signed_in(request: Request[Any, Any, Any], user: accounts.User) -> Re
     db: AsyncEngine = request.app.state.db
     token, csrf, expires = await accounts.open_session(db, user, "cookie")
     max_age = int((expires - datetime.now(UTC)).total_seconds())
+    cookies = _cookies(request.app.state.settings, token, csrf, max_age)
+    device = device_cookie(request.app.state.settings, dict(request.cookies))
     return Response(
         SignedIn(user=me_of(user), csrf_token=csrf),
-        cookies=_cookies(request.app.state.settings, token, csrf, max_age),
+        cookies=cookies if device is None else [*cookies, device],
     )
 
 

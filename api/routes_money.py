@@ -25,6 +25,7 @@ from api.accounts import Session
 from api.backends import call, get_backends
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
+from integrity import store as integrity_store
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.ledger.contract import (
@@ -175,6 +176,10 @@ async def _cashier(
             idempotency_key=key, player=data.player, amount=data.amount, reference=reference
         )
     else:
+        if await integrity_store.active_hold(request.app.state.db, data.player) is not None:
+            raise ServiceError(
+                403, "withdrawals_held", "compliance holds this player's withdrawals"
+            )
         body = WithdrawRequest(
             idempotency_key=key, player=data.player, amount=data.amount, reference=reference
         )

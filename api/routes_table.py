@@ -56,6 +56,7 @@ from api.guards import (
     authorize,
     requires_role,
 )
+from api.integrity import observe_seat
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from services.common.errors import ServiceError
 from services.common.json_limits import json_depth_exceeds, too_deep_error
@@ -717,6 +718,7 @@ async def _serve_table(socket: WebSocket[Any, Any, Any], match_id: str) -> None:
                 after = None
             backends = get_backends(socket.app.state)
             seat, state = await seat_of(backends, match_id, session.user.id)
+            observe_seat(socket, match_id, session.user.id, state.tier)
         except ServiceError as exc:
             await socket.send_text(
                 _encode({"type": "error", "error": exc.code, "detail": exc.detail})

@@ -146,6 +146,8 @@ pots = sa.Table(
     sa.Column("closed_at", sa.DateTime(timezone=True)),
     sa.Index("pots_status", "status"),
     sa.Index("pots_closed_at", "closed_at"),
+    # the integrity scan pages settled pots in settlement order
+    sa.Index("pots_close_entry_id", "close_entry_id"),
 )
 
 stakes = sa.Table(

@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("fairness.cli", "recompute shuffles, verify hand transcripts"),
     "finance": ("ledger.cli", "trial balance, reconciliation, hash-chain check, exports"),
     "cashier": ("ledger.cashier_cli", "deposit, withdraw or reverse a cashier entry"),
+    "integrity": ("integrity.cli", "scan for money flows, laundering and bots; a day's alerts"),
 }
 
 # Commands that run until stopped; the others (reports, exports) keep block buffering.

@@ -39,6 +39,8 @@ ENGINE = "engine"
 MATCHMAKING = "matchmaking"
 # `mesa up --demo` and cashier tooling: deposits and withdrawals for players.
 CASHIER = "cashier"
+# `mesa integrity scan`: reads the histories the integrity detectors need.
+INTEGRITY = "integrity"
 
 
 class AuthError(Exception):

@@ -62,6 +62,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     redis_url: str = ""
     invitation_ttl_s: int = 60
     trusted_proxies: tuple[str, ...] = ()
+    # integrity: seconds between the gateway's background scans (0: none), and threshold
+    # overrides (a JSON object of integrity.config.IntegrityConfig fields, checked at start)
+    integrity_scan_interval_s: int = 900
+    integrity_thresholds: str = ""
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -206,6 +210,22 @@ def _invitation_ttl(name: str, raw: str) -> int:
     return value
 
 
+def _scan_interval(name: str, raw: str) -> int:
+    if not raw.isdigit() or int(raw) > 86_400:
+        raise ConfigError(f"{name} must be 0 (no scans) .. 86400 seconds, got {raw!r}")
+    return int(raw)
+
+
+def _json_object(name: str, raw: str) -> str:
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise ConfigError(f"{name} must be a JSON object, got {raw!r}") from None
+    if not isinstance(value, dict) or len(raw) > 4000:
+        raise ConfigError(f"{name} must be a JSON object (at most 4000 characters)")
+    return raw
+
+
 def _host(name: str, raw: str) -> str:
     if not re.match(r"^[A-Za-z0-9.:\-\[\]]+$", raw):
         raise ConfigError(f"{name} must be a host name or address, got {raw!r}")
@@ -329,6 +349,16 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "log_origin",
         _log_origin,
         "transparency log origin: the first line of its checkpoints and its key's name",
+    ),
+    "MESA_INTEGRITY_SCAN_INTERVAL_S": (
+        "integrity_scan_interval_s",
+        _scan_interval,
+        "gateway: seconds between integrity scans (0: none; one gateway scans at a time)",
+    ),
+    "MESA_INTEGRITY_THRESHOLDS": (
+        "integrity_thresholds",
+        _json_object,
+        "integrity thresholds to override, a JSON object (docs/reference/integrity.md)",
     ),
     "MESA_LOG_WITNESSES": (
         "log_witnesses",

@@ -58,7 +58,7 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         rf"v2.\1.{REDACTED}",
     ),
     # The page's cookies wherever they appear (Cookie / Set-Cookie headers, reprs).
-    (re.compile(r"(?i)\b(mesa_session|mesa_csrf)=[^\s;'\",)}\]]*"), rf"\1={REDACTED}"),
+    (re.compile(r"(?i)\b(mesa_session|mesa_csrf|mesa_device)=[^\s;'\",)}\]]*"), rf"\1={REDACTED}"),
     # The password in a database URL.
     (re.compile(r"(://[^/\s:@'\"]+:)[^@\s/'\"]+@"), rf"\1{REDACTED}@"),
     # key=value, key: value, 'key': 'value', (b'key', b'value') where the key names a secret;
@@ -67,7 +67,7 @@ _TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
             r"""(?ix)
-            ((?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session)[\w-]*)
+            ((?:authorization|cookie|passw(?:or)?d|token|csrf|secret|seed|mesa_session|mesa_device)[\w-]*)
             (['"]?\s*(?:[:=]|,)\s*b?)
             ('[^'\n]*(?:'|$)|"[^"\n]*(?:"|$)|[^'"\n,;)}\]]+)
             """

@@ -55,6 +55,7 @@ COMPONENTS: dict[str, tuple[str, Path]] = {
     "engine": ("engine", ROOT / "services" / "engine" / "migrations"),
     "matchmaking": ("matchmaking", ROOT / "services" / "matchmaking" / "migrations"),
     "gateway": ("gateway", ROOT / "api" / "migrations"),
+    "integrity": ("integrity", ROOT / "integrity" / "migrations"),
 }
 
 

@@ -30,6 +30,7 @@ from services.engine.contract import (
     SeatSnapshot,
     SubmitAction,
 )
+from services.engine.integrity_feed import INTEGRITY_ROUTES
 from services.engine.ports import FairnessLog, HttpLedger, Ledger, PgFairnessLog
 from services.engine.service import Engine
 from services.engine.store import Store
@@ -159,6 +160,7 @@ def create_app(
             submit_action,
             seat_feeds,
             *AUDIT_ROUTES,
+            *INTEGRITY_ROUTES,
         ],
         on_startup=[start_engine],
         on_shutdown=[stop_engine],

@@ -13,6 +13,8 @@ Routes (all under the service credential):
 - POST /internal/matches/{match_id}/feeds          FeedReads -> SeatFeeds (the same, for several
   seats in one call and one actor turn: a gateway reads every socket of a match it serves at once)
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
+- GET  /internal/integrity/timings?since=ISO[&after=CURSOR][&limit=N] -> TimingPage (finished
+  matches, oldest first: each player's response times; for the integrity scan)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
 (deal, timeout, bot move) raises it by one and emits one or more events with that seq. An action must carry
@@ -259,3 +261,31 @@ class SeatFeeds(msgspec.Struct, frozen=True):
     """One SeatFeed per read, in the order of the reads."""
 
     feeds: list[SeatFeed]
+
+
+MAX_TIMINGS_PAGE = 200  # matches per page
+MAX_TIMINGS_PER_MATCH = 2000
+
+
+class SeatTiming(msgspec.Struct, frozen=True):
+    """A player's own action: `delta_ms` since the record before it (the moment the move
+    became his to make, or the previous move). Bot moves and timeouts are left out."""
+
+    player: str
+    delta_ms: int
+    at_ms: int
+
+
+class MatchTimings(msgspec.Struct, frozen=True):
+    match_id: str
+    tier: str
+    closed_at_ms: int
+    timings: list[SeatTiming]
+
+
+class TimingPage(msgspec.Struct, frozen=True):
+    matches: list[MatchTimings]
+    # the position after this page's last match (null when empty): the `after` of the next
+    # page, or of a later read when `more` is false
+    next: str | None = None
+    more: bool = False

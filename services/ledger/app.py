@@ -24,7 +24,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ledger import chain, closing, reports
+from ledger import chain, closing, integrity_reads, reports
 from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
@@ -33,6 +33,7 @@ from services.common.auth import (
     CASHIER,
     ENGINE,
     GATEWAY,
+    INTEGRITY,
     MATCHMAKING,
     callers_opt,
 )
@@ -50,17 +51,20 @@ from services.common.secret_file import SecretFileError, read_secret
 from services.ledger.contract import (
     MAX_ACTIVITY_DAYS,
     MAX_ACTIVITY_WINDOWS,
+    MAX_INTEGRITY_PAGE,
     MAX_JOURNAL_PAGE,
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
     AccountOpened,
     CloseAction,
     CloseKey,
+    CashierMovePage,
     DepositRequest,
     HoldRequest,
     OpenAccount,
     ReleaseRequest,
     ReversalRequest,
+    SettledPotPage,
     SettleMatchRequest,
     StartMatchRequest,
     VoidMatchRequest,
@@ -581,6 +585,50 @@ async def player_activity(
     if report is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
     return _json(reports.to_json(report))
+# --- integrity scan reads ------------------------------------------------------------------
+
+# Who runs the integrity scan: the gateway's background task and `mesa integrity scan`.
+INTEGRITY_READERS = callers_opt(GATEWAY, INTEGRITY)
+
+
+def _since(raw: str) -> dt.datetime:
+    when = _parse_time("since", raw)
+    if when is None:
+        raise ServiceError(400, "invalid_time", "since is required")
+    return when
+
+
+@get("/v1/integrity/pots", opt=INTEGRITY_READERS)
+async def integrity_pots(
+    state: State,
+    since: Annotated[str, Parameter(min_length=1, max_length=40)],
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_INTEGRITY_PAGE)] = MAX_INTEGRITY_PAGE,
+) -> Response[bytes]:
+    """Settled pots since `since` after settlement entry `after`, oldest first, with each
+    seat's stake and payout; `next` is the `after` of the next page."""
+    async with _ledger(state).pool.acquire() as conn:
+        pots = await integrity_reads.settled_pots(conn, _since(since), after, limit)
+    page = {"pots": pots, "next": pots[-1]["close_entry_id"] if len(pots) == limit else None}
+    return Response(
+        msgspec.json.encode(msgspec.convert(page, SettledPotPage)), media_type=MediaType.JSON
+    )
+
+
+@get("/v1/integrity/cashier", opt=INTEGRITY_READERS)
+async def integrity_cashier(
+    state: State,
+    since: Annotated[str, Parameter(min_length=1, max_length=40)],
+    after: Annotated[int, Parameter(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_INTEGRITY_PAGE)] = MAX_INTEGRITY_PAGE,
+) -> Response[bytes]:
+    """Deposits and withdrawals since `since` after entry `after`, oldest first."""
+    async with _ledger(state).pool.acquire() as conn:
+        moves = await integrity_reads.cashier_moves(conn, _since(since), after, limit)
+    page = {"moves": moves, "next": moves[-1]["entry_id"] if len(moves) == limit else None}
+    return Response(
+        msgspec.json.encode(msgspec.convert(page, CashierMovePage)), media_type=MediaType.JSON
+    )
 
 
 async def _sealer(app: Litestar) -> None:
@@ -723,6 +771,8 @@ def create_app(
             chain_report,
             *CLOSE_ROUTES,
             player_activity,
+            integrity_pots,
+            integrity_cashier,
         ],
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],

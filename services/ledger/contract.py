@@ -45,6 +45,12 @@ The daily close (gateway only; `actor` is the finance user the gateway's session
                                            -> PlayerActivity (deposits and net loss since each
                                               time; at most MAX_ACTIVITY_WINDOWS, none older
                                               than MAX_ACTIVITY_DAYS; gateway)
+For the integrity scan (the gateway, `mesa integrity scan`), oldest first, a page at a time:
+
+    GET  /v1/integrity/pots?since=ISO[&after=ENTRY][&limit=N]     -> SettledPotPage
+                                           (settled pots: each seat's player, stake, payout)
+    GET  /v1/integrity/cashier?since=ISO[&after=ENTRY][&limit=N]  -> CashierMovePage
+                                           (deposits and withdrawals not reversed)
 """
 
 from __future__ import annotations
@@ -66,10 +72,17 @@ MAX_JOURNAL_PAGE = 5000
 MAX_POTS_PAGE = 1000
 MAX_ACTIVITY_WINDOWS = 3
 MAX_ACTIVITY_DAYS = 31
+MAX_INTEGRITY_PAGE = 1000
 
 __all__ = [
     "MAX_ACTIVITY_DAYS",
     "MAX_ACTIVITY_WINDOWS",
+    "MAX_INTEGRITY_PAGE",
+    "CashierMove",
+    "CashierMovePage",
+    "PotSeat",
+    "SettledPot",
+    "SettledPotPage",
     "MAX_JOURNAL_PAGE",
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
@@ -287,3 +300,37 @@ class PlayerActivity(msgspec.Struct, frozen=True):
     player: str
     currency: str
     windows: list[WindowActivity]  # in the order of the `since` values asked
+class PotSeat(msgspec.Struct, frozen=True):
+    seat: int
+    player: str
+    stake: int
+    payout: int  # what the settlement paid this seat's wallet (0: lost)
+
+
+class SettledPot(msgspec.Struct, frozen=True):
+    match_id: str
+    tier: str
+    variant: str
+    currency: str
+    closed_at: str  # ISO 8601, UTC
+    close_entry_id: int
+    seats: list[PotSeat]
+
+
+class SettledPotPage(msgspec.Struct, frozen=True):
+    pots: list[SettledPot]
+    next: int | None = None  # the `after` of the next page (a close entry id)
+
+
+class CashierMove(msgspec.Struct, frozen=True):
+    entry_id: int
+    kind: str  # deposit | withdrawal
+    player: str
+    amount: int  # positive cents
+    currency: str
+    created_at: str  # ISO 8601, UTC
+
+
+class CashierMovePage(msgspec.Struct, frozen=True):
+    moves: list[CashierMove]
+    next: int | None = None  # the `after` of the next page (an entry id)

@@ -60,6 +60,7 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
         async with p.client() as cookie_client, p.client() as bearer_client:
             csrf = await sign_in(cookie_client, user)
             session = str(cookie_client.cookies.get("mesa_session"))
+            device = str(cookie_client.cookies.get("mesa_device"))
             auth = await bearer(bearer_client, user)
             token = auth["Authorization"].removeprefix("Bearer ")
             bearer_client.headers.update(auth)
@@ -117,6 +118,7 @@ async def probe(database_url: str, key_dir: Path, user: str) -> dict[str, str]:
         logging.getLogger("uvicorn.error").exception("Exception in ASGI application")
     return {
         "cookie session": session,
+        "device cookie": device,
         "csrf token": csrf,
         "bearer token": token,
         "service token": service_token.rsplit(".", 1)[1],

@@ -30,7 +30,7 @@ from services.matchmaking.config import MatchmakingConfig
 from tests.api.api_helpers import PASSWORD
 from tests.conftest import make_settings
 
-COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway"]
+COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway", "integrity"]
 
 
 class Platform:

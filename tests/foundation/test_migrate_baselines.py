@@ -33,6 +33,7 @@ SOURCES: dict[str, tuple[str, Path | None]] = {
     "engine": ("services.engine.schema", None),
     "matchmaking": ("services.matchmaking.schema", ROOT / "services" / "matchmaking" / "sql"),
     "gateway": ("api.schema", None),
+    "integrity": ("integrity.schema", None),
 }
 
 

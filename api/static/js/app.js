@@ -10,6 +10,7 @@ import { loadLimits, scheduleReminder, stopReminders } from "./limits.js";
 import { loadSupport } from "./support.js";
 import { loadStaff } from "./staff.js";
 import { openReplay } from "./replay.js";
+import { loadCompliance, initCompliance } from "./compliance.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -22,6 +23,7 @@ const SCREENS = {
   finance: ["finance"],
   admin: ["admin", "staff"],
   support: ["support"],
+  compliance: ["compliance"],
 };
 
 let flashTimer = null;
@@ -54,7 +56,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin, support: loadSupport, staff: loadStaff };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin, support: loadSupport, staff: loadStaff, compliance: () => guard(loadCompliance) };
   if (loaders[name]) guard(loaders[name]);
 }
 
@@ -441,6 +443,7 @@ function wire() {
   $("audit-verify").onclick = () => guard(() => verifyInto($("audit-verify-panel"), $("audit-deal").value.trim()));
   $("cons-check").onclick = () => guard(checkConsistency);
   $("fin-refresh").onclick = () => guard(loadFinance);
+  initCompliance();
   $("fin-chain").onclick = () => guard(checkChain);
   $("fin-statement-form").onsubmit = (ev) => {
     ev.preventDefault();

@@ -1,0 +1,224 @@
+"""The integrity scan: read the histories through the ledger's and engine's contracts and the
+gateway's seat observations, run every detector, store the alerts.
+
+- Single runner: the scan holds a PostgreSQL advisory lock (`SCAN_LOCK_KEY`) while it runs;
+  a second gateway (or `mesa integrity scan`) that finds it taken skips that round.
+- Incremental: cursors (`integrity.scan_cursors`) remember the newest settlement, cashier
+  entry, finished match and seat observation seen; a round that finds nothing newer does
+  nothing. A round that does find something reads the detectors' whole window
+  (`lookback_h`) again, at most `MAX_ROWS_PER_SOURCE` rows of each history, because the
+  detectors' figures (a pair's net flow, a player's timing spread) are over the window.
+- Idempotent: every alert has a dedup key; a rescan updates the open alert.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Protocol
+
+import msgspec
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from integrity import store
+from integrity.config import IntegrityConfig
+from integrity.detectors import detect
+from integrity.models import (
+    ActionTiming,
+    CashierMove,
+    History,
+    PotRecord,
+    SeatResult,
+    SeatSighting,
+)
+from integrity.schema import SCAN_LOCK_KEY
+from services.common.http import InternalClient
+from services.engine.contract import MAX_TIMINGS_PAGE, TimingPage
+from services.ledger.contract import MAX_INTEGRITY_PAGE, CashierMovePage, SettledPotPage
+
+MAX_ROWS_PER_SOURCE = 200_000
+
+
+class Sources(Protocol):
+    """Where the histories come from (the services' contracts; a fake in tests)."""
+
+    async def pots(self, since: str, after: int) -> SettledPotPage: ...
+
+    async def cashier(self, since: str, after: int) -> CashierMovePage: ...
+
+    async def timings(self, since: str, after: str | None) -> TimingPage: ...
+
+
+class ContractSources:
+    """The ledger's and engine's integrity routes over their internal clients."""
+
+    def __init__(self, ledger: InternalClient, engine: InternalClient) -> None:
+        self.ledger = ledger
+        self.engine = engine
+
+    async def pots(self, since: str, after: int) -> SettledPotPage:
+        params = {"since": since, "after": after, "limit": MAX_INTEGRITY_PAGE}
+        return await self.ledger.get("/v1/integrity/pots", SettledPotPage, params)
+
+    async def cashier(self, since: str, after: int) -> CashierMovePage:
+        params = {"since": since, "after": after, "limit": MAX_INTEGRITY_PAGE}
+        return await self.ledger.get("/v1/integrity/cashier", CashierMovePage, params)
+
+    async def timings(self, since: str, after: str | None) -> TimingPage:
+        params: dict[str, str | int] = {"since": since, "limit": MAX_TIMINGS_PAGE}
+        if after:
+            params["after"] = after
+        return await self.engine.get("/internal/integrity/timings", TimingPage, params)
+
+
+class ScanReport(msgspec.Struct, frozen=True):
+    ran: bool
+    why: str  # "scanned", "nothing new", "another scan is running"
+    pots: int = 0
+    moves: int = 0
+    matches_timed: int = 0
+    sightings: int = 0
+    alerts: int = 0
+    new_alerts: int = 0
+
+
+def _ms(iso: str) -> int:
+    return int(dt.datetime.fromisoformat(iso).timestamp() * 1000)
+
+
+async def _nothing_new(db: AsyncEngine, sources: Sources, since: str) -> bool:
+    pots_at = int(await store.get_cursor(db, "pots") or 0)
+    cashier_at = int(await store.get_cursor(db, "cashier") or 0)
+    timings_at = await store.get_cursor(db, "timings")
+    seats_at = int(await store.get_cursor(db, "seats") or 0)
+    far_past = dt.datetime.fromtimestamp(0, dt.UTC)
+    return (
+        not (await sources.pots(since, pots_at)).pots
+        and not (await sources.cashier(since, cashier_at)).moves
+        and not (await sources.timings(since, timings_at)).matches
+        and not await store.sightings(db, since=far_past, after_id=seats_at, limit=1)
+    )
+
+
+async def read_history(
+    db: AsyncEngine, sources: Sources, since: dt.datetime
+) -> tuple[History, dict[str, str]]:
+    """Every history since `since` (bounded), and the cursors it reached."""
+    iso = since.isoformat()
+    cursors: dict[str, str] = {}
+    sighted: list[tuple[int, SeatSighting]] = []
+    after_id = 0
+    while len(sighted) < MAX_ROWS_PER_SOURCE:
+        page = await store.sightings(db, since=since, after_id=after_id)
+        if not page:
+            break
+        sighted.extend(page)
+        after_id = page[-1][0]
+    if sighted:
+        cursors["seats"] = str(sighted[-1][0])
+    private = {s.match_id: s.private for _, s in sighted}
+
+    pots: list[PotRecord] = []
+    after = 0
+    while len(pots) < MAX_ROWS_PER_SOURCE:
+        pot_page = await sources.pots(iso, after)
+        for p in pot_page.pots:
+            pots.append(
+                PotRecord(
+                    match_id=p.match_id,
+                    tier=p.tier,
+                    variant=p.variant,
+                    currency=p.currency,
+                    closed_at_ms=_ms(p.closed_at),
+                    seats=[SeatResult(s.player, s.stake, s.payout) for s in p.seats],
+                    private=private.get(p.match_id),
+                )
+            )
+            cursors["pots"] = str(p.close_entry_id)
+        if pot_page.next is None:
+            break
+        after = pot_page.next
+
+    moves: list[CashierMove] = []
+    after = 0
+    while len(moves) < MAX_ROWS_PER_SOURCE:
+        move_page = await sources.cashier(iso, after)
+        for m in move_page.moves:
+            if m.kind in ("deposit", "withdrawal"):
+                moves.append(
+                    CashierMove(
+                        m.entry_id,
+                        m.kind,  # type: ignore[arg-type]
+                        m.player,
+                        m.amount,
+                        m.currency,
+                        _ms(m.created_at),
+                    )
+                )
+            cursors["cashier"] = str(m.entry_id)
+        if move_page.next is None:
+            break
+        after = move_page.next
+
+    timings: list[ActionTiming] = []
+    cursor: str | None = None
+    matches = 0
+    while len(timings) < MAX_ROWS_PER_SOURCE:
+        timing_page = await sources.timings(iso, cursor)
+        for match in timing_page.matches:
+            matches += 1
+            timings.extend(
+                ActionTiming(match.match_id, t.player, t.delta_ms, t.at_ms) for t in match.timings
+            )
+        if timing_page.next is not None:
+            cursor = cursors["timings"] = timing_page.next
+        if not timing_page.more:
+            break
+    history = History(pots=pots, moves=moves, timings=timings, sightings=[s for _, s in sighted])
+    return history, cursors
+
+
+async def scan(
+    db: AsyncEngine,
+    sources: Sources,
+    cfg: IntegrityConfig,
+    *,
+    now: dt.datetime | None = None,
+    since: dt.datetime | None = None,
+) -> ScanReport:
+    """One round: under the advisory lock, read the window, detect, store. `since` overrides
+    the window's start (and forces a round even when nothing is new)."""
+    now = now or dt.datetime.now(dt.UTC)
+    start = since or now - dt.timedelta(hours=cfg.lookback_h)
+    async with db.connect() as lock_conn:
+        got = (
+            await lock_conn.execute(
+                sa.text("SELECT pg_try_advisory_lock(:k)"), {"k": SCAN_LOCK_KEY}
+            )
+        ).scalar_one()
+        await lock_conn.commit()
+        if not got:
+            return ScanReport(ran=False, why="another scan is running")
+        try:
+            if since is None and await _nothing_new(db, sources, start.isoformat()):
+                return ScanReport(ran=False, why="nothing new")
+            history, cursors = await read_history(db, sources, start)
+            alerts = detect(history, cfg)
+            raised: list[store.Raised] = []
+            for i in range(0, len(alerts), store.MAX_RAISE_BATCH):
+                raised.extend(await store.raise_alerts(db, alerts[i : i + store.MAX_RAISE_BATCH]))
+            for name, position in cursors.items():
+                await store.set_cursor(db, name, position)
+            return ScanReport(
+                ran=True,
+                why="scanned",
+                pots=len(history.pots),
+                moves=len(history.moves),
+                matches_timed=len({t.match_id for t in history.timings}),
+                sightings=len(history.sightings),
+                alerts=len(raised),
+                new_alerts=sum(1 for r in raised if r.created),
+            )
+        finally:
+            await lock_conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": SCAN_LOCK_KEY})
+            await lock_conn.commit()

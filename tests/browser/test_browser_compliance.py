@@ -1,0 +1,162 @@
+"""The compliance screen on a phone and a desktop: the alert list and one alert's evidence
+fit every width, pass axe-core, keep touch targets at 44 px, and an action without its reason
+is not sent. The API is answered by fixed documents (the routes have their own tests)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.browser.browser_helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    assert_fits,
+    axe_serious,
+    desktop_context,
+    need_chromium,
+    phone_context,
+    shot,
+    small_targets,
+    static_server,
+)
+
+pytestmark = pytest.mark.browser
+
+ALERT = {
+    "id": 7,
+    "kind": "pair_flow",
+    "player": "beto_el_grande",
+    "counterpart": "ana.martinez",
+    "score": 3.2,
+    "figures": {
+        "currency": "USD",
+        "net_cents": 64000,
+        "from": "ana.martinez",
+        "to": "beto_el_grande",
+        "matches": 10,
+        "private_matches": 10,
+        "threshold_cents": 20000,
+    },
+    "dedup_key": "pair_flow:USD:ana.martinez:beto_el_grande:2026-12",
+    "status": "open",
+    "resolution": None,
+    "close_reason": None,
+    "closed_by": None,
+    "created_at": "2026-12-02T01:00:00Z",
+    "updated_at": "2026-12-02T01:00:00Z",
+    "closed_at": None,
+}
+DETAIL = {
+    "alert": ALERT,
+    "players": [
+        {"player": "beto_el_grande", "status": "active", "withdrawals_held": False},
+        {"player": "ana.martinez", "status": "locked", "withdrawals_held": True},
+    ],
+    "matches": [
+        {
+            "match_id": f"m-2026-12-0{i}-abcdef0123456789",
+            "tier": "80",
+            "private": True,
+            "at": f"2026-12-0{i}T21:00:00Z",
+            "detail": {},
+            "transcripts": f"/api/audit/transcripts?match_id=m-{i}",
+        }
+        for i in range(1, 6)
+    ],
+    "entries": [
+        {
+            "entry_id": "12",
+            "kind": "deposit",
+            "player": "ana.martinez",
+            "amount": 100000,
+            "currency": "USD",
+            "at": "2026-12-01T20:00:00Z",
+        },
+    ],
+    "flows": [
+        {
+            "from_player": "ana.martinez",
+            "to_player": "beto_el_grande",
+            "currency": "USD",
+            "detail": {"net_cents": 64000},
+        },
+    ],
+    "other": [],
+}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _open(browser: Any, context_of: Any, base: str, posted: list[str]) -> Any:
+    context = context_of(browser)
+    page = context.new_page()
+
+    def answer(route: Any) -> None:
+        url = route.request.url
+        if route.request.method == "POST":
+            posted.append(url)
+            body: Any = {"ok": True}
+        elif url.endswith("/api/me"):
+            body = {
+                "id": "oficial",
+                "display_name": "Oficial",
+                "role": "compliance",
+                "status": "active",
+                "excluded_until": None,
+                "may_play_paid": False,
+            }
+        elif "/api/compliance/alerts/7" in url:
+            body = DETAIL
+        elif "/api/compliance/alerts" in url:
+            body = {
+                "alerts": [ALERT, {**ALERT, "id": 6, "kind": "steady_timing", "counterpart": None}],
+                "next": None,
+            }
+        else:
+            route.fulfill(status=404, body="{}", content_type="application/json")
+            return
+        route.fulfill(status=200, body=json.dumps(body), content_type="application/json")
+
+    page.route("**/api/**", answer)
+    page.goto(base + "/#compliance")
+    page.wait_for_selector("[data-test=cmp-alert]")
+    return page
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_compliance_screen_fits_passes_axe_and_wants_a_reason(browser: Any, size: str) -> None:
+    posted: list[str] = []
+    with static_server() as base:
+        page = _open(browser, phone_context if size == "phone" else desktop_context, base, posted)
+        assert_fits(page, "the alert list")
+        assert axe_serious(page) == []
+        page.locator("[data-test=cmp-alert] button").first.click()
+        page.wait_for_selector("#cmp-detail:not([hidden]) [data-test=cmp-close]")
+        assert_fits(page, "an alert's evidence")
+        assert axe_serious(page) == []
+        assert small_targets(page, "#screen-compliance") == []
+        shot(page, f"compliance-{size}", full_page=True)
+        # no reason, nothing sent
+        page.locator("[data-test=cmp-hold]").first.click()
+        assert posted == []
+        assert page.locator("#cmp-status").inner_text().strip()
+        page.fill("#cmp-reason", "ring under review")
+        page.locator("[data-test=cmp-hold]").first.click()
+        page.wait_for_function("() => document.getElementById('cmp-status').textContent.length > 0")
+        page.wait_for_timeout(100)
+        assert any(u.endswith("/api/compliance/players/beto_el_grande/hold") for u in posted)
+        page.context.close()

@@ -23,6 +23,7 @@ from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
 from api import (
+    player_prefs,
     routes_admin,
     routes_audit,
     routes_auth,
@@ -30,6 +31,7 @@ from api import (
     routes_lobby,
     routes_log,
     routes_money,
+    routes_reports,
     routes_table,
     staff_audit,
 )
@@ -105,6 +107,8 @@ def create_app(
             *routes_log.ROUTES,
             *routes_admin.ROUTES,
             *staff_audit.ROUTES,
+            *routes_reports.ROUTES,
+            *player_prefs.ROUTES,
             static,
         ],
         public=True,

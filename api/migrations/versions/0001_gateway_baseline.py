@@ -28,6 +28,11 @@ GRANTS = (
     "GRANT DELETE ON gateway.sessions TO mesa_app",
     "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.invitations TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
+    # Players' choices: the player's own row, written and changed by him.
+    "GRANT SELECT, INSERT ON gateway.player_settings TO mesa_app",
+    "GRANT UPDATE (random_opponents_only, updated_at) ON gateway.player_settings TO mesa_app",
+    # Players' reports are append-only for the application.
+    "GRANT SELECT, INSERT ON gateway.player_reports TO mesa_app",
 )
 
 

@@ -11,7 +11,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from integrity.losing import HandRecord, MoveRecord, ScanLimits, scan_losing
+from integrity.losing import HandRecord, MoveRecord, ScanLimits, hand_from_transcript, scan_losing
 from services.engine import rules as R
 from services.engine.bots import choose_action
 
@@ -255,3 +255,37 @@ def test_score_is_in_unit_interval_and_deterministic(seed, count, mix, variant):
         assert 0.0 <= f.wilson_low <= f.score + 1e-12
         assert f.gifts <= f.opportunities <= f.positions
         assert f.percentile is None or 0.0 < f.percentile <= 1.0
+
+
+def test_hand_from_transcript_reads_variant_players_and_moves_from_the_transcript():
+    from fairness.transcript import DealDoc, InclusionDoc, Move, SignedRecord, Transcript
+
+    rng = random.Random(21)
+    h = simulate_hand(rng, "m-t/1", ("tx", "ty"), (dumper_policy(1), cpu_policy))
+    record = {
+        "deal_id": h.deal_id,
+        "variant": h.variant,
+        "options": h.options,
+        "seats": [{"seat": 1, "player": "ty"}, {"seat": 0, "player": "tx"}],
+    }
+    t = Transcript(
+        format="mesa-transcript-v1",
+        deal_id=h.deal_id,
+        commitment=SignedRecord(record=record, signature="00"),
+        public_keys=[],
+        player_seeds=[],
+        server_seed="00",
+        deal=DealDoc(hands=[list(x) for x in h.hands], stock=list(h.stock)),
+        opener=h.opener,
+        first_hand=h.first_hand,
+        scores=list(h.scores),
+        moves=[Move(tile=m.tile, end=m.end) for m in h.moves],
+        result=None,
+        inclusion=InclusionDoc(leaf_index=0, tree_size=1, path=[]),
+        checkpoint=SignedRecord(record={}, signature="00"),
+    )
+    read = hand_from_transcript(t, match_id="m-t", stake_cents=8000, private=True)
+    assert read == h.__class__(
+        **{**msgspec.structs.asdict(h), "stake_cents": 8000, "private": True}
+    )
+    assert scan_losing([read]).hands_scanned == 1

@@ -123,9 +123,11 @@ class LosingFinding(msgspec.Struct, frozen=True, kw_only=True):
     chance_z: float  # (gifts - chance expectation) / its standard deviation
     outlier: bool
     gift_stakes: dict[str, int]  # currency -> cents staked on hands with a gift
+    paid_gifts: int  # gifts at tables with a stake
     private_gifts: int
     top_counterpart: str | None
     counterpart_gifts: int  # gifts to top_counterpart
+    counterpart_stakes: dict[str, int]  # currency -> cents staked on the gifts to him
     evidence: tuple[GiftEvidence, ...]  # the first `max_evidence` gifts
     deal_ids: tuple[str, ...]  # the evidence's deals, distinct
     dedup_key: str
@@ -179,7 +181,9 @@ class _Tally:
     __slots__ = (
         "chance",
         "chance_var",
+        "counterpart_stakes",
         "counterparts",
+        "paid",
         "evidence",
         "gifts",
         "hands",
@@ -197,6 +201,8 @@ class _Tally:
         self.hands = 0
         self.stakes: dict[str, int] = {}
         self.counterparts: dict[str | None, int] = {}
+        self.counterpart_stakes: dict[tuple[str | None, str], int] = {}
+        self.paid = 0
         self.evidence: list[GiftEvidence] = []
 
 
@@ -320,6 +326,10 @@ def _record_gift(
     tally.gifts += 1
     tally.stakes[h.currency] = tally.stakes.get(h.currency, 0) + h.stake_cents
     tally.counterparts[counterpart] = tally.counterparts.get(counterpart, 0) + 1
+    key = (counterpart, h.currency)
+    tally.counterpart_stakes[key] = tally.counterpart_stakes.get(key, 0) + h.stake_cents
+    if h.stake_cents > 0:
+        tally.paid += 1
     if len(tally.evidence) < limits.max_evidence:
         tally.evidence.append(
             GiftEvidence(
@@ -382,6 +392,9 @@ def scan_losing(hands: Iterable[HandRecord], limits: ScanLimits | None = None) -
                 into.stakes[cur] = into.stakes.get(cur, 0) + cents
             for who, k in t.counterparts.items():
                 into.counterparts[who] = into.counterparts.get(who, 0) + k
+            for key, cents in t.counterpart_stakes.items():
+                into.counterpart_stakes[key] = into.counterpart_stakes.get(key, 0) + cents
+            into.paid += t.paid
             room = lim.max_evidence - len(into.evidence)
             into.evidence.extend(t.evidence[: max(room, 0)])
             if h.private and t.gifts:
@@ -421,9 +434,17 @@ def scan_losing(hands: Iterable[HandRecord], limits: ScanLimits | None = None) -
                 chance_z=chance_z,
                 outlier=z is not None and chance_z >= lim.z_alert and low > mean,
                 gift_stakes=dict(sorted(t.stakes.items())),
+                paid_gifts=t.paid,
                 private_gifts=private_gifts.get(player, 0),
                 top_counterpart=top,
                 counterpart_gifts=named.get(top, 0) if top is not None else 0,
+                counterpart_stakes=dict(
+                    sorted(
+                        (cur, cents)
+                        for (who, cur), cents in t.counterpart_stakes.items()
+                        if top is not None and who == top
+                    )
+                ),
                 evidence=tuple(t.evidence),
                 deal_ids=tuple(dict.fromkeys(e.deal_id for e in t.evidence)),
                 dedup_key=f"{KIND}:{player}",

@@ -166,6 +166,8 @@ def test_planted_dumper_is_an_outlier_with_his_hands_as_evidence():
     assert dumper.counterpart_gifts == dumper.gifts
     assert dumper.private_gifts == dumper.gifts
     assert dumper.gift_stakes == {"USD": 8000 * dumper.gifts}
+    assert dumper.counterpart_stakes == dumper.gift_stakes
+    assert dumper.paid_gifts == dumper.gifts
     ring_deals = {h.deal_id for h in hands if "dumper0" in h.players}
     assert dumper.deal_ids and set(dumper.deal_ids) <= ring_deals
     assert all(e.counterpart == "friend0" and e.private for e in dumper.evidence)

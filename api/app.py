@@ -24,6 +24,7 @@ from litestar.types import Message, Scope
 
 from api import (
     refunds,
+    player_prefs,
     routes_admin,
     routes_audit,
     routes_auth,
@@ -35,6 +36,7 @@ from api import (
     routes_log,
     routes_money,
     routes_support,
+    routes_reports,
     routes_table,
     staff_audit,
 )
@@ -116,6 +118,8 @@ def create_app(
             *routes_support.ROUTES,
             *refunds.ROUTES,
             *routes_integrity.ROUTES,
+            *routes_reports.ROUTES,
+            *player_prefs.ROUTES,
             static,
         ],
         public=True,

@@ -9,7 +9,9 @@ each player it seats, just before asking matchmaking. It checks, in order:
 2. the player exists and has the `player` role;
 3. the account is not locked (locked players sit nowhere, free tables included);
 4. at paid tiers: not self-excluded, not cooling off, the stake cannot take him past a loss
-   limit (`api.limits.seat_refusal`), and his ledger balance covers the stake.
+   limit (`api.limits.seat_refusal`), and his ledger balance covers the stake;
+5. a player who sits only with random opponents (api.player_prefs) takes only a seat the
+   quick-join queue or a CPU table gives him (`random_seat=True`): `random_only` otherwise.
 
 Refusals are 403 with a machine-readable code. When the refused player is not the acting user,
 the code is `partner_unavailable` whatever the reason, so nobody learns another player's
@@ -23,7 +25,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import accounts, limits
+from api import accounts, limits, player_prefs
 from api.accounts import User
 from api.backends import Backends, call
 from services.common.errors import ServiceError
@@ -74,6 +76,7 @@ _DETAILS = {
     "insufficient_funds": "your balance does not cover the stake",
     "not_your_seat": "only the player himself may take his seat",
     "partner_unavailable": "your partner cannot sit at this table now",
+    "random_only": "you chose to sit only with random opponents (quick join)",
 }
 
 
@@ -103,6 +106,7 @@ async def check_may_sit(
     tier: str | None,
     *,
     invitation: Invitation | None = None,
+    random_seat: bool = False,
 ) -> User:
     """Raise a 403 unless `player_id` may be seated (and held the stake) by `acting` now.
 
@@ -135,6 +139,8 @@ async def check_may_sit(
             code, detail = refusal
         elif stake_cents and await wallet_balance(backends.ledger, player_id) < stake_cents:
             code = "insufficient_funds"
+    if code is None and not random_seat and await player_prefs.random_only(db, player_id):
+        code = "random_only"
     if code is not None:
         raise refuse(code, for_partner=not own, detail=detail)
     return user

@@ -16,7 +16,7 @@ from litestar import Request, Response, get, post
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
-from api import accounts, invitations, limits
+from api import accounts, invitations, limits, player_prefs
 from api.accounts import Session, User
 from api.backends import call, get_backends
 from api.eligibility import account_refusal, check_may_sit, is_paid, stake_of
@@ -177,11 +177,20 @@ async def may_sit(
     kind: str | None,
     tier: str | None,
     invitation: invitations.Invitation | None = None,
+    *,
+    random_seat: bool = False,
 ) -> User:
     """`check_may_sit` with this app's database and services."""
     backends = get_backends(request.app.state)
     return await check_may_sit(
-        request.app.state.db, backends, player_id, acting, kind, tier, invitation=invitation
+        request.app.state.db,
+        backends,
+        player_id,
+        acting,
+        kind,
+        tier,
+        invitation=invitation,
+        random_seat=random_seat,
     )
 
 
@@ -251,10 +260,17 @@ async def _join_kind(
             idempotency_key=_key(data.idempotency_key),
         )
         return await _invite(request, session, data.partner, new)
-    await may_sit(request, me.id, me, data.kind, data.tier)
-    body = body_type(
-        idempotency_key=_key(data.idempotency_key), player_id=me.id, kind=data.kind, tier=data.tier
-    )
+    quick = body_type is QuickJoin
+    await may_sit(request, me.id, me, data.kind, data.tier, random_seat=quick)
+    key = _key(data.idempotency_key)
+    body: QuickJoin | CreatePrivate
+    if quick:
+        unlisted = await player_prefs.random_only(request.app.state.db, me.id)
+        body = QuickJoin(
+            idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier, unlisted=unlisted
+        )
+    else:
+        body = CreatePrivate(idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier)
     return Response(await joined(request, path, body, me.id))
 
 
@@ -355,7 +371,7 @@ class LobbyController(GuardedController):
         self, user: CurrentUser, request: Request[Any, Any, Any], data: JSONBody[CpuRequest]
     ) -> TableOut:
         """A free table against CPU players, started at once."""
-        await may_sit(request, user.id, user, data.kind, "free")
+        await may_sit(request, user.id, user, data.kind, "free", random_seat=True)
         body = PlayVsCpu(
             idempotency_key=_key(data.idempotency_key), player_id=user.id, kind=data.kind
         )

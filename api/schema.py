@@ -211,6 +211,8 @@ play_settings = sa.Table(
         "reminder_min IN (" + ", ".join(str(m) for m in REMINDER_MINUTES) + ")",
         name="play_settings_reminder_min_check",
     ),
+)
+
 DISPUTE_STATUSES = ("open", "closed")
 REFUND_STATUSES = ("proposed", "approved", "rejected")
 
@@ -306,4 +308,42 @@ refund_proposals = sa.Table(
     ),
     sa.Index("refund_proposals_status", "status", "id"),
     sa.Index("refund_proposals_player", "player", "id"),
+)
+
+# A player's seating choices (issue 29): kept apart from `users` so staff account changes and
+# the player's own choices never write the same row.
+player_settings = sa.Table(
+    "player_settings",
+    metadata,
+    sa.Column("user_id", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
+    # Seated only by the quick-join queue: no private table, no invitation, never listed.
+    sa.Column("random_opponents_only", sa.Boolean, nullable=False, server_default=sa.text("false")),
+    _timestamp("updated_at", nullable=False, server_default=_now()),
+)
+
+REPORT_CATEGORIES = ("collusion", "cheating", "abuse", "bot", "other")
+
+# Players' reports of other players, for compliance. Append-only for the application role
+# (insert and read only, by the grants in the baseline).
+player_reports = sa.Table(
+    "player_reports",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    sa.Column("reporter", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("reported", sa.Text, nullable=False),
+    sa.Column("match_id", sa.Text, nullable=False),
+    sa.Column("category", sa.Text, nullable=False),
+    sa.Column("text", sa.Text, nullable=False, server_default=sa.text("''")),
+    sa.CheckConstraint("reporter <> reported", name="player_reports_check"),
+    sa.CheckConstraint(_in("category", REPORT_CATEGORIES), name="player_reports_category_check"),
+    sa.CheckConstraint(
+        "length(match_id) >= 1 AND length(match_id) <= 128", name="player_reports_match_id_check"
+    ),
+    sa.CheckConstraint("length(reported) <= 64", name="player_reports_reported_check"),
+    sa.CheckConstraint("length(text) <= 500", name="player_reports_text_check"),
+    # One report per reporter, player and match: a second one answers the first.
+    sa.UniqueConstraint("reporter", "reported", "match_id"),
+    sa.Index("player_reports_reporter", "reporter", "created_at"),
+    sa.Index("player_reports_reported", "reported", "id"),
 )

@@ -57,6 +57,7 @@ async def _join_kind(state: State, op: str, data: c.QuickJoin | c.CreatePrivate)
         data.partner_id,
         data.kind,
         data.tier,
+        unlisted=isinstance(data, c.QuickJoin) and data.unlisted,
     )
     return await mm.join(spec)
 

@@ -6,8 +6,8 @@ result with `replayed: true`; the same key with another body is refused with 409
 `idempotency_key_reused`. Money is integer cents. Times are Unix milliseconds.
 
     GET  /v1/kinds                          -> KindList     (offered kinds and tiers)
-    GET  /v1/lobby?kind=K&tier=T            -> Lobby        (open public tables with free seats;
-                                                             both filters optional)
+    GET  /v1/lobby?kind=K&tier=T            -> Lobby        (open public tables with free seats,
+                                                             none `unlisted`; filters optional)
     POST /v1/join/quick      QuickJoin      -> JoinResult   (fullest waiting table, else a new one)
     POST /v1/tables/private  CreatePrivate  -> JoinResult   (new private table; `invite_code`)
     POST /v1/join/code       JoinByCode     -> JoinResult   (sit at a private table)
@@ -91,6 +91,9 @@ class QuickJoin(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     kind: KindId
     tier: Tier
     partner_id: PlayerId | None = None
+    # The player sits only with random opponents: the table he joins leaves the lobby's list
+    # (nobody picks it there), and only other quick joins fill it.
+    unlisted: bool = False
 
 
 class CreatePrivate(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

@@ -42,6 +42,8 @@ tables = sa.Table(
     sa.Column("seat_count", sa.SmallInteger, nullable=False),
     sa.Column("pairs", sa.Boolean, nullable=False),
     sa.Column("private", sa.Boolean, nullable=False),
+    # A player who sits only with random opponents sits here: never listed in the lobby.
+    sa.Column("unlisted", sa.Boolean, nullable=False, server_default=sa.text("false")),
     sa.Column("vs_cpu", sa.Boolean, nullable=False),
     sa.Column("invite_code", sa.Text),
     sa.Column("status", sa.Text, nullable=False),

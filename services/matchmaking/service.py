@@ -79,6 +79,7 @@ class JoinSpec:
     kind: str | None = None
     tier: str | None = None
     invite_code: str | None = None
+    unlisted: bool = False  # quick join of a player who sits only with random opponents
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +139,7 @@ class _LeaveOutcome(msgspec.Struct, frozen=True):
     table_id: str | None = None
 
 
-_JOIN_SQL = "SELECT matchmaking.join(" + ", ".join(f"${n}" for n in range(1, 23)) + ")"
+_JOIN_SQL = "SELECT matchmaking.join(" + ", ".join(f"${n}" for n in range(1, 24)) + ")"
 _CONFIRM_SQL = "SELECT matchmaking.confirm($1, $2, $3, $4)"
 _MARK_STARTED_SQL = "SELECT matchmaking.mark_started($1, $2, $3, $4)"
 _LEAVE_SQL = "SELECT matchmaking.leave($1, $2, $3, $4, $5)"
@@ -207,7 +208,7 @@ class Matchmaker:
                                         '{}') AS seats
                         FROM matchmaking.tables t
                         WHERE t.status = 'waiting' AND NOT t.private AND NOT t.vs_cpu
-                          AND t.taken < t.seat_count
+                          AND NOT t.unlisted AND t.taken < t.seat_count
                           AND (CAST($1 AS text) IS NULL OR t.kind = $1)
                           AND (CAST($2 AS text) IS NULL OR t.tier = $2)
                         ORDER BY t.kind, t.tier, t.taken DESC, t.created_ms
@@ -378,6 +379,7 @@ class Matchmaker:
                 self.config.reservation_ttl_ms,
                 self.config.max_tables_per_player,
                 self.config.quick_join_candidates,
+                spec.unlisted,
             )
 
         out = _decode_outcome(await self._call(_JOIN_SQL, args))

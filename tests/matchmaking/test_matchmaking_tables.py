@@ -425,3 +425,24 @@ async def test_a_partner_join_counts_and_excludes_both_players_tables(db, intern
         # pt2's table has three free seats (two across), but pt2 already sits there.
         assert pair.table.table_id != mate.table.table_id
         assert sorted(r.seat for r in pair.reservations) in ([0, 2], [1, 3])
+
+
+async def test_an_unlisted_quick_join_keeps_the_table_out_of_the_lobby(db, internal_secret):
+    """A player who sits only with random opponents: his table is never offered in the lobby
+    (whether he opened it or joined it), yet other quick joins still fill it."""
+    async with stack(db, internal_secret) as s:
+        own = await s.quick("rnd1", "cubana-oriente", "free", unlisted=True)
+        listed = await s.quick("rnd2", "cubana-barrio", "free")
+        ids = set()
+        for kind in ("cubana-oriente", "cubana-barrio"):
+            lobby = await s.mm.get("/v1/lobby", c.Lobby, params={"kind": kind})
+            ids |= {t.table_id for t in lobby.tables}
+        assert own.table.table_id not in ids and listed.table.table_id in ids
+        # joining a listed table takes it out of the list too
+        joined = await s.quick("rnd3", "cubana-barrio", "free", unlisted=True)
+        assert joined.table.table_id == listed.table.table_id
+        lobby = await s.mm.get("/v1/lobby", c.Lobby, params={"kind": "cubana-barrio"})
+        assert listed.table.table_id not in {t.table_id for t in lobby.tables}
+        # the quick-join queue still seats others with him
+        other = await s.quick("rnd4", "cubana-oriente", "free")
+        assert other.table.table_id == own.table.table_id

@@ -39,6 +39,11 @@ GRANTS = (
     "GRANT UPDATE (status, decided_by, decided_at, decision_reason, reversal_entry_id) "
     "ON gateway.refund_proposals TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
+    # Players' choices: the player's own row, written and changed by him.
+    "GRANT SELECT, INSERT ON gateway.player_settings TO mesa_app",
+    "GRANT UPDATE (random_opponents_only, updated_at) ON gateway.player_settings TO mesa_app",
+    # Players' reports are append-only for the application.
+    "GRANT SELECT, INSERT ON gateway.player_reports TO mesa_app",
 )
 
 

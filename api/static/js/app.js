@@ -11,6 +11,7 @@ import { loadSupport } from "./support.js";
 import { loadStaff } from "./staff.js";
 import { openReplay } from "./replay.js";
 import { loadCompliance, initCompliance } from "./compliance.js";
+import { openReport, loadRandomOnly } from "./report.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -302,6 +303,7 @@ async function loadWallet() {
   const matchOf = (l) => l.match_id || byTable[l.reference] || null;
   const won = new Set(st.lines.filter((l) => l.kind === "settle" && l.amount > 0).map(matchOf));
   const lines = st.lines.slice().reverse().slice(0, 200);
+  guard(loadRandomOnly);
   $("statement").replaceChildren(...(lines.length ? lines.map((l) => {
     const what = t(LINE_KIND[l.kind] || "st_other");
     const mid = matchOf(l);
@@ -346,7 +348,8 @@ async function loadHistory() {
   $("history-list").replaceChildren(...(h.transcripts.length ? h.transcripts.map((x) => el("li", {},
     el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "verify-hand", onclick: () => guard(() => verifyInto($("verify-panel"), x.deal_id)) }),
-    replayButton($("verify-panel"), x))) : [emptyItem("nohistory")]));
+    replayButton($("verify-panel"), x),
+    x.match_id ? el("button", { type: "button", text: t("rep_short"), "data-test": "report-hand", onclick: () => guard(() => openReport(x.match_id, me?.id)) }) : "")) : [emptyItem("nohistory")]));
 }
 
 // ---------------------------------------------------------------- audit
@@ -438,6 +441,7 @@ function wire() {
     guard(async () => { const r = await post("/api/lobby/join-code", body); joinedOrInvited(r); loadLobby(); });
   };
   $("back-lobby").onclick = () => show("lobby");
+  $("report-btn").onclick = () => { if (table) guard(() => openReport(table.matchId, me?.id)); };
   $("self-exclude").onclick = () => guard(async () => { const u = await post("/api/me/self-exclusion", { days: 30 }); flash(`${t("selfexcluded")} ${dateTime(u.excluded_until)}`); });
   $("audit-refresh").onclick = () => guard(loadAudit);
   $("audit-verify").onclick = () => guard(() => verifyInto($("audit-verify-panel"), $("audit-deal").value.trim()));

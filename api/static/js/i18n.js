@@ -192,6 +192,17 @@ const T = {
     err_already_held: "Sus retiros ya están retenidos.", err_not_held: "Sus retiros no están retenidos.",
     err_alert_closed: "La alerta ya está cerrada.", err_already_frozen: "La cuenta ya está congelada.",
     err_not_frozen: "La cuenta no está congelada.", err_not_a_player: "Solo se actúa sobre cuentas de jugadores.",
+    // Fair play: player reports and random opponents only (report.js)
+    rep_title: "Denunciar a un jugador", rep_short: "Denunciar",
+    rep_why: "Cumplimiento revisa cada denuncia. El jugador no sabrá quién lo denunció.",
+    rep_player: "Jugador", rep_category: "Motivo", rep_text: "Detalles (opcional)", rep_send: "Enviar denuncia",
+    rep_sent: "Denuncia recibida. Gracias.", rep_failed: "No se pudo enviar la denuncia.",
+    rep_limit: "Has enviado demasiadas denuncias hoy.", rep_nobody: "No hay otro jugador que denunciar en esta partida.",
+    rep_cat_collusion: "Colusión (se dejan ganar)", rep_cat_cheating: "Trampa", rep_cat_abuse: "Insultos o acoso",
+    rep_cat_bot: "Juega un programa", rep_cat_other: "Otro",
+    rep_randomonly: "Sentarme solo con rivales al azar",
+    rep_randomonly_why: "Solo por «Entrar rápido»: sin mesas privadas ni invitaciones, y tu mesa no se muestra en el salón.",
+    err_random_only: "Elegiste jugar solo con rivales al azar: usa «Entrar rápido».",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -384,6 +395,17 @@ const T = {
     err_already_held: "Withdrawals are already held.", err_not_held: "Withdrawals are not held.",
     err_alert_closed: "The alert is already closed.", err_already_frozen: "The account is already frozen.",
     err_not_frozen: "The account is not frozen.", err_not_a_player: "Only players' accounts can be acted on.",
+    // Fair play: player reports and random opponents only (report.js)
+    rep_title: "Report a player", rep_short: "Report",
+    rep_why: "Compliance reviews every report. The player will not learn who reported him.",
+    rep_player: "Player", rep_category: "Reason", rep_text: "Details (optional)", rep_send: "Send report",
+    rep_sent: "Report received. Thank you.", rep_failed: "The report could not be sent.",
+    rep_limit: "You have sent too many reports today.", rep_nobody: "There is no other player to report in this match.",
+    rep_cat_collusion: "Collusion (letting someone win)", rep_cat_cheating: "Cheating", rep_cat_abuse: "Insults or harassment",
+    rep_cat_bot: "A program plays", rep_cat_other: "Other",
+    rep_randomonly: "Seat me only with random opponents",
+    rep_randomonly_why: "Quick join only: no private tables or invitations, and your table is not listed in the lobby.",
+    err_random_only: "You chose to play only with random opponents: use Quick join.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -1,4 +1,4 @@
-CREATE OR REPLACE FUNCTION matchmaking."join"(p_player text, p_key text, p_op text, p_hash bytea, p_players text[], p_kind text, p_tier text, p_invite_code text, p_new_table text, p_variant text, p_options jsonb, p_stake bigint, p_currency text, p_seat_count integer, p_pairs boolean, p_new_code text, p_reservation_ids text[], p_match text, p_now bigint, p_ttl_ms bigint, p_max_tables integer, p_candidates integer)
+CREATE OR REPLACE FUNCTION matchmaking."join"(p_player text, p_key text, p_op text, p_hash bytea, p_players text[], p_kind text, p_tier text, p_invite_code text, p_new_table text, p_variant text, p_options jsonb, p_stake bigint, p_currency text, p_seat_count integer, p_pairs boolean, p_new_code text, p_reservation_ids text[], p_match text, p_now bigint, p_ttl_ms bigint, p_max_tables integer, p_candidates integer, p_unlisted boolean DEFAULT false)
  RETURNS text
  LANGUAGE plpgsql
 AS $function$
@@ -89,11 +89,11 @@ BEGIN
 
     IF NOT found_table THEN
         INSERT INTO matchmaking.tables (id, kind, tier, variant, options, stake_cents, currency,
-            seat_count, pairs, private, vs_cpu, invite_code, status, taken, created_ms,
-            updated_ms)
+            seat_count, pairs, private, unlisted, vs_cpu, invite_code, status, taken,
+            created_ms, updated_ms)
         VALUES (p_new_table, p_kind, p_tier, p_variant, p_options, p_stake, p_currency,
-            p_seat_count, p_pairs, p_op = 'private', p_op = 'cpu', p_new_code, 'waiting', 0,
-            p_now, p_now)
+            p_seat_count, p_pairs, p_op = 'private', p_unlisted, p_op = 'cpu', p_new_code,
+            'waiting', 0, p_now, p_now)
         RETURNING * INTO t;
         seats := CASE WHEN n = 2 THEN ARRAY[0, 2]::smallint[] ELSE ARRAY[0]::smallint[] END;
     END IF;
@@ -104,7 +104,10 @@ BEGIN
            CASE WHEN t.stake_cents > 0 THEN 'pending' ELSE 'seated' END, t.stake_cents,
            p_now, p_now + p_ttl_ms, p_now
     FROM generate_subscripts(p_players, 1) AS i;
-    UPDATE matchmaking.tables SET taken = taken + n, updated_ms = p_now WHERE id = t.id;
+    -- A player who sits only with random opponents takes the table out of the lobby's list.
+    UPDATE matchmaking.tables SET taken = taken + n, updated_ms = p_now,
+        unlisted = unlisted OR p_unlisted
+    WHERE id = t.id;
     INSERT INTO matchmaking.requests (player_id, idempotency_key, op, request_hash,
         created_ms, table_id, reservation_ids)
     VALUES (p_player, p_key, p_op, p_hash, p_now, t.id, p_reservation_ids);

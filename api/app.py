@@ -23,8 +23,8 @@ from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
 from api import (
-    refunds,
     player_prefs,
+    refunds,
     routes_admin,
     routes_audit,
     routes_auth,
@@ -35,8 +35,8 @@ from api import (
     routes_lobby,
     routes_log,
     routes_money,
-    routes_support,
     routes_reports,
+    routes_support,
     routes_table,
     staff_audit,
 )

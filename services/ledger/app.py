@@ -56,9 +56,9 @@ from services.ledger.contract import (
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
     AccountOpened,
+    CashierMovePage,
     CloseAction,
     CloseKey,
-    CashierMovePage,
     DepositRequest,
     HoldRequest,
     OpenAccount,
@@ -585,6 +585,8 @@ async def player_activity(
     if report is None:
         raise ServiceError(404, "unknown_account", f"no wallet for player {player}")
     return _json(reports.to_json(report))
+
+
 # --- integrity scan reads ------------------------------------------------------------------
 
 # Who runs the integrity scan: the gateway's background task and `mesa integrity scan`.

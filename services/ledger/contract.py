@@ -287,6 +287,8 @@ class CloseKey(msgspec.Struct, frozen=True):
     public_key: str  # 32 bytes, hex
     pem: str
     format: str  # the signed document's format (`mesa-day-close-v1`)
+
+
 class WindowActivity(msgspec.Struct, frozen=True):
     """A player's money since `since`: cashier deposits into his wallet, and his net loss at
     the tables (stakes held minus payouts, refunds and released holds; negative when he won)."""
@@ -300,6 +302,8 @@ class PlayerActivity(msgspec.Struct, frozen=True):
     player: str
     currency: str
     windows: list[WindowActivity]  # in the order of the `since` values asked
+
+
 class PotSeat(msgspec.Struct, frozen=True):
     seat: int
     player: str

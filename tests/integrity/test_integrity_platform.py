@@ -19,6 +19,7 @@ from integrity.config import IntegrityConfig
 from integrity.models import EvidenceRef, History, NewAlert
 from integrity.scan import ContractSources, scan
 from integrity.schema import SCAN_LOCK_KEY
+from services.common.http import RemoteError
 from services.common.migrate import upgrade
 from services.engine.contract import MatchTimings, SeatTiming, TimingPage
 from services.ledger.contract import (
@@ -110,6 +111,20 @@ async def test_a_played_paid_match_reaches_the_scan_through_the_contracts(
         timed = [m for m in (await sources.timings(since, None)).matches if m.match_id == match_id]
         assert timed and {t.player for t in timed[0].timings} == {"ip_ana", "ip_beto"}
         assert all(t.delta_ms >= 0 for t in timed[0].timings)
+        # bad input is refused with its reason, not answered with a 500
+        for client, path in (
+            (backends.ledger, "/v1/integrity/pots"),
+            (backends.ledger, "/v1/integrity/cashier"),
+            (backends.engine, "/internal/integrity/timings"),
+        ):
+            with pytest.raises(RemoteError) as refused:
+                await client.get(path, dict, {"since": "yesterday"})
+            assert (refused.value.status, refused.value.code) == (400, "invalid_time")
+        with pytest.raises(RemoteError) as bad_cursor:
+            await backends.engine.get(
+                "/internal/integrity/timings", dict, {"since": since, "after": "x"}
+            )
+        assert bad_cursor.value.code == "invalid_cursor"
         # the seat observations: one device, one address, at a private table, hashed
         report = await scan(p.gateway.state.db, sources, IntegrityConfig())
         assert report.ran and report.pots >= 1 and report.sightings == 2

@@ -23,7 +23,7 @@ from services.ledger.app import create_app as create_ledger
 from services.matchmaking.app import create_app as create_matchmaking
 from tests.conftest import make_settings
 
-CALLERS = ("gateway", "engine", "matchmaking", "cashier")
+CALLERS = ("gateway", "engine", "matchmaking", "cashier", "integrity")
 UNGUARDED = {"/health", "/metrics"}
 
 

@@ -30,6 +30,7 @@ from api import (
     routes_lobby,
     routes_log,
     routes_money,
+    routes_recon,
     routes_table,
     staff_audit,
 )
@@ -98,6 +99,7 @@ def create_app(
         route_handlers=[
             *routes_auth.ROUTES,
             *routes_money.ROUTES,
+            *routes_recon.ROUTES,
             *routes_lobby.ROUTES,
             *routes_invitations.ROUTES,
             *routes_table.ROUTES,

@@ -56,7 +56,9 @@ GRANTS = (
     "GRANT UPDATE (balance, version, closed_at) ON ledger.accounts TO mesa_app",
     "GRANT UPDATE (status, close_entry_id, commission_rate_bp, commission, "
     "commission_account_id, closed_at) ON ledger.pots TO mesa_app",
-    "GRANT SELECT, USAGE ON SEQUENCE ledger.accounts_id_seq, ledger.entries_id_seq TO mesa_app",
+    "GRANT SELECT, INSERT ON ledger.settlement_imports, ledger.settlement_lines TO mesa_app",
+    "GRANT SELECT, USAGE ON SEQUENCE ledger.accounts_id_seq, ledger.entries_id_seq, "
+    "ledger.settlement_imports_id_seq TO mesa_app",
     "GRANT SELECT ON ledger.alembic_version TO mesa_app",
     "REVOKE ALL ON FUNCTION ledger._hold_many(text[], text[]), "
     "ledger._in_slots(integer, integer[], text[]), ledger._lock_batch(text[], text[]), "

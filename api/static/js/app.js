@@ -5,6 +5,7 @@ import { Table } from "./table.js";
 import { verifyTranscript, keyChain } from "./verify.js";
 import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
+import { loadReconcile } from "./reconcile.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -14,7 +15,7 @@ let kinds = [];
 const SCREENS = {
   player: ["lobby", "wallet", "history"],
   auditor: ["audit"],
-  finance: ["finance"],
+  finance: ["finance", "reconcile"],
   admin: ["admin"],
 };
 
@@ -48,7 +49,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(loadFinance), admin: loadAdmin };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(loadFinance), reconcile: loadReconcile, admin: loadAdmin };
   if (loaders[name]) guard(loaders[name]);
 }
 

@@ -179,14 +179,34 @@ async def test_reconcile_drill_down_and_settlement_import(recon_db, internal_sec
             assert shown == {**result, "replayed": False}
             unknown = await fin.post("/api/finance/settlements", json={**upload, "extra": 1})
             assert unknown.status_code == 400
+            # a file of 20,000 lines (over the gateway's usual 256 KiB body) goes through whole;
+            # one over 1 MB is refused before it is read
+            big = "reference,amount,currency,date\n" + "".join(
+                f"BIG-{i},1.00,USD,{today}\n" for i in range(20_000)
+            )
+            assert 256 * 1024 < len(big) < 1024 * 1024
+            r = await fin.post(
+                "/api/finance/settlements",
+                json={"filename": "big.csv", "content": big, "reason": "month"},
+            )
+            assert r.status_code == 200, r.text
+            assert r.json()["lines"] == 20_000 and len(r.json()["unmatched_file"]) == 20_000
+            huge = big + "x" * (1024 * 1024)
+            r = await fin.post(
+                "/api/finance/settlements",
+                json={"filename": "huge.csv", "content": huge, "reason": "month"},
+            )
+            assert r.status_code in (400, 413), r.text
+            assert (await _sql(recon_db, counted))[0]["n"] == 2
         async with p.client() as aud:
             await sign_in(aud, "rec_audi")
             log = await aud.get("/api/staff/audit", params={"action": "finance.settlement_import"})
             actions = log.json()["actions"]
-            assert [a["detail"]["replayed"] for a in actions] == [True, False]
-            assert actions[1]["subject"] == f"settlement:{result['import_id']}"
-            assert actions[1]["actor"] == "rec_caja" and actions[1]["reason"] == "daily settlement"
-            assert actions[1]["detail"]["matched"] == 1
+            assert [a["detail"]["replayed"] for a in actions] == [False, True, False]
+            assert actions[0]["detail"]["lines"] == 20_000
+            assert actions[2]["subject"] == f"settlement:{result['import_id']}"
+            assert actions[2]["actor"] == "rec_caja" and actions[2]["reason"] == "daily settlement"
+            assert actions[2]["detail"]["matched"] == 1
             # the guards: finance's routes are finance's only
             for path in ("/api/finance/reconcile", f"/api/finance/transcripts/{deal_id}"):
                 assert (await aud.get(path)).status_code == 403

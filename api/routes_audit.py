@@ -2,7 +2,8 @@
 
 A transcript is only served once its hand is over (the engine refuses earlier), so no hidden
 tile or unrevealed seed leaves through here. Players see the transcripts of matches they sat
-at; auditors see every one; finance and admin see none.
+at; auditors see every one; finance reads those of the matches it reconciles through its own
+route (api/routes_recon.py); admin sees none.
 """
 
 from __future__ import annotations

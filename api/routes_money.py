@@ -162,7 +162,9 @@ async def _cashier(
     if user is None or user.role != "player":
         raise ServiceError(404, "no_such_player", "no player with that name")
     key = f"gw-{kind}-{data.idempotency_key or secrets.token_hex(12)}"
-    reference = f"{data.reference} (by {session.user.id})"[:200]
+    # The ledger keeps the cashier's reference as typed (the processor's settlement file
+    # carries the same one); who recorded the movement is in the staff audit log below.
+    reference = data.reference
     ledger = get_backends(request.app.state).ledger
     body: Any
     path = "/v1/deposits" if kind == "deposit" else "/v1/withdrawals"
@@ -423,10 +425,16 @@ class FinanceController(GuardedController):
         status: FromQuery[Literal["open", "settled", "voided"] | None] = None,
         after: Annotated[str | None, Parameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")] = None,
         limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = 200,
+        day: FromQuery[str | None] = None,
+        tier: Annotated[str | None, Parameter(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = None,
+        variant: Annotated[str | None, Parameter(pattern=r"^[A-Za-z0-9_.-]{1,64}$")] = None,
     ) -> Any:
-        """A page of pots, oldest first; the next page starts after the last row's match."""
+        """A page of pots, oldest first; the next page starts after the last row's match.
+        `day` (UTC, of closing), `tier` and `variant`: the pots behind a commission line."""
         ledger = get_backends(request.app.state).ledger
-        params = _params(status=status, after=after)
+        params = _params(
+            status=status, after=after, day=_date("day", day), tier=tier, variant=variant
+        )
         return await call(
             "ledger", ledger.get("/v1/reports/pots", Any, params={**params, "limit": limit})
         )
@@ -436,7 +444,15 @@ class FinanceController(GuardedController):
         self,
         request: Request[Any, Any, Any],
         by: FromQuery[
-            Literal["day", "tier", "variant", "day,tier", "day,variant", "tier,variant"]
+            Literal[
+                "day",
+                "tier",
+                "variant",
+                "day,tier",
+                "day,variant",
+                "tier,variant",
+                "day,tier,variant",
+            ]
         ] = "day",
         since: FromQuery[str | None] = None,
         until: FromQuery[str | None] = None,

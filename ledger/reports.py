@@ -97,10 +97,16 @@ async def pots(
     status: str | None = None,
     after: str | None = None,
     limit: int | None = None,
+    *,
+    day: dt.date | None = None,
+    tier: str | None = None,
+    variant: str | None = None,
+    match_id: str | None = None,
 ) -> list[Row]:
     """Pots with their state, oldest first; ``ok`` is false for a closed pot not at zero (or an
     open pot short). A page: the pots started after the pot of match ``after`` (its start and
-    match id), at most ``limit`` of them."""
+    match id), at most ``limit`` of them. ``day``, ``tier`` and ``variant`` narrow it to the
+    pots behind one line of the commission report (``day``: the UTC day the pot closed)."""
     rows = await conn.fetch(
         """
         SELECT p.match_id, p.tier, p.variant, p.currency, p.status, p.stake_total, a.balance,
@@ -112,14 +118,77 @@ async def pots(
         WHERE ($1::text IS NULL OR p.status = $1)
           AND ($2::text IS NULL OR (p.started_at, p.match_id) >
                (SELECT c.started_at, c.match_id FROM ledger.pots c WHERE c.match_id = $2))
+          AND ($4::date IS NULL OR (p.closed_at >= $4::date::timestamp AT TIME ZONE 'UTC'
+                                    AND p.closed_at < ($4::date + 1)::timestamp AT TIME ZONE 'UTC'))
+          AND ($5::text IS NULL OR p.tier = $5)
+          AND ($6::text IS NULL OR p.variant = $6)
+          AND ($7::text IS NULL OR p.match_id = $7)
         ORDER BY p.started_at, p.match_id
         LIMIT $3
         """,
         status,
         after,
         limit,
+        day,
+        tier,
+        variant,
+        match_id,
     )
     return clean([dict(r) for r in rows])
+
+
+async def entry(conn: asyncpg.Connection, entry_id: int) -> Row | None:
+    """One journal entry with its postings (the account codes and running balances)."""
+    found = await conn.fetchrow(
+        "SELECT id AS entry_id, kind, idempotency_key, match_id, reference, created_at "
+        "FROM ledger.entries WHERE id = $1",
+        entry_id,
+    )
+    if found is None:
+        return None
+    postings = await conn.fetch(
+        """
+        SELECT p.leg, a.code AS account, a.kind AS account_kind, p.amount, p.currency,
+               p.balance_after, p.version_after
+        FROM ledger.postings p JOIN ledger.accounts a ON a.id = p.account_id
+        WHERE p.entry_id = $1 ORDER BY p.leg
+        """,
+        entry_id,
+    )
+    return {**clean([dict(found)])[0], "postings": clean([dict(r) for r in postings])}
+
+
+# A match has one start and at most one settlement or void, but a forged ledger may hold more.
+MAX_MATCH_ENTRIES = 50
+
+
+async def match(conn: asyncpg.Connection, match_id: str) -> Row | None:
+    """A match's money: its pot, the stakes seated and the entries that moved it (start,
+    settlement or void) with their postings."""
+    pot = await pots(conn, after=None, limit=None, match_id=match_id)
+    if not pot:
+        return None
+    stakes = await conn.fetch(
+        """
+        SELECT s.seat, s.player, s.amount, w.code AS wallet, h.code AS hold
+        FROM ledger.stakes s JOIN ledger.accounts w ON w.id = s.wallet_id
+        JOIN ledger.accounts h ON h.id = s.hold_id
+        WHERE s.match_id = $1 ORDER BY s.seat
+        """,
+        match_id,
+    )
+    ids = await conn.fetch(
+        "SELECT id FROM ledger.entries WHERE match_id = $1 ORDER BY id LIMIT $2",
+        match_id,
+        MAX_MATCH_ENTRIES,
+    )
+    entries = [await entry(conn, int(r["id"])) for r in ids]
+    return {
+        "match_id": match_id,
+        "pot": pot[0],
+        "stakes": clean([dict(r) for r in stakes]),
+        "entries": [e for e in entries if e is not None],
+    }
 
 
 async def commission(
@@ -300,15 +369,25 @@ async def journal(
         after[1],
         limit,
     )
-    return clean([dict(r) for r in rows])
+    # created_at is the one column that is not already JSON (a page is 5,000 rows: a general
+    # `clean` of every value took as long as the query)
+    out: list[Row] = []
+    for r in rows:
+        row = dict(r)
+        row["created_at"] = _jsonable(row["created_at"])
+        out.append(row)
+    return out
 
 
 # --- reconciliation -----------------------------------------------------------------------
 
+# Each check's query answers one row per discrepancy: its sentence, then its references as a
+# JSON object (entry_id, leg, account, match_id, currency...) a program or page can follow.
 _CHECKS: list[tuple[str, str]] = [
     (
         "trial_balance",
-        """SELECT 'currency ' || currency || ': accounts add up to ' || sum(balance) || ', not 0'
+        """SELECT 'currency ' || currency || ': accounts add up to ' || sum(balance) || ', not 0',
+                  jsonb_build_object('currency', currency)
            FROM ledger.accounts GROUP BY currency HAVING sum(balance) <> 0""",
     ),
     (
@@ -316,7 +395,8 @@ _CHECKS: list[tuple[str, str]] = [
         """SELECT 'account ' || a.code || ': balance ' || a.balance || ' version ' || a.version
                   || ' but its postings add up to ' || coalesce(s.total, 0) || ' over '
                   || coalesce(s.n, 0) || ' postings (last recorded balance '
-                  || coalesce(s.last_balance::text, 'none') || ')'
+                  || coalesce(s.last_balance::text, 'none') || ')',
+                  jsonb_build_object('account', a.code)
            FROM ledger.accounts a
            LEFT JOIN (SELECT account_id, sum(amount) AS total, count(*) AS n,
                              (array_agg(balance_after ORDER BY version_after DESC))[1]
@@ -330,7 +410,9 @@ _CHECKS: list[tuple[str, str]] = [
         "running_balances",
         """SELECT 'entry ' || entry_id || ' leg ' || leg || ' on account ' || account_id
                   || ': balance after ' || balance_after || ' does not follow from '
-                  || coalesce(prev_balance, 0) || ' + ' || amount
+                  || coalesce(prev_balance, 0) || ' + ' || amount,
+                  jsonb_build_object('entry_id', entry_id, 'leg', leg, 'account',
+                                     (SELECT code FROM ledger.accounts WHERE id = account_id))
            FROM (SELECT p.*, lag(balance_after) OVER w AS prev_balance,
                         lag(version_after) OVER w AS prev_version
                  FROM ledger.postings p
@@ -343,7 +425,8 @@ _CHECKS: list[tuple[str, str]] = [
     (
         "entries_balanced",
         """SELECT 'entry ' || e.id || ' (' || e.kind || '): ' || coalesce(s.n, 0)
-                  || ' postings adding up to ' || coalesce(s.total, 0) || ', not 0'
+                  || ' postings adding up to ' || coalesce(s.total, 0) || ', not 0',
+                  jsonb_build_object('entry_id', e.id)
            FROM ledger.entries e
            LEFT JOIN (SELECT entry_id, count(*) AS n, sum(amount) AS total,
                              count(DISTINCT currency) AS currencies
@@ -359,7 +442,8 @@ _CHECKS: list[tuple[str, str]] = [
                   || CASE WHEN r.reversed_entry_id IS NULL THEN 'reverses no recorded entry'
                           WHEN o.kind NOT IN ('deposit', 'withdrawal')
                             THEN 'reverses entry ' || o.id || ', a ' || o.kind
-                          ELSE 'postings are not those of entry ' || o.id || ' negated' END
+                          ELSE 'postings are not those of entry ' || o.id || ' negated' END,
+                  jsonb_build_object('entry_id', e.id, 'reversed_entry_id', r.reversed_entry_id)
            FROM ledger.entries e
            LEFT JOIN ledger.reversals r ON r.reversal_entry_id = e.id
            LEFT JOIN ledger.entries o ON o.id = r.reversed_entry_id
@@ -376,27 +460,32 @@ _CHECKS: list[tuple[str, str]] = [
                               WHERE entry_id = e.id)))
            UNION ALL
            SELECT 'entry ' || r.reversal_entry_id || ' is recorded as reversing entry '
-                  || r.reversed_entry_id || ' but is a ' || e.kind
+                  || r.reversed_entry_id || ' but is a ' || e.kind,
+                  jsonb_build_object('entry_id', r.reversal_entry_id,
+                                     'reversed_entry_id', r.reversed_entry_id)
            FROM ledger.reversals r JOIN ledger.entries e ON e.id = r.reversal_entry_id
            WHERE e.kind <> 'reversal' AND (DAY_FILTER_E)""",
     ),
     (
         "posting_currency",
         """SELECT 'entry ' || p.entry_id || ' leg ' || p.leg || ': posting in ' || p.currency
-                  || ' on account ' || a.code || ' kept in ' || a.currency
+                  || ' on account ' || a.code || ' kept in ' || a.currency,
+                  jsonb_build_object('entry_id', p.entry_id, 'leg', p.leg, 'account', a.code)
            FROM ledger.postings p JOIN ledger.accounts a ON a.id = p.account_id
            WHERE p.currency <> a.currency ORDER BY p.entry_id, p.leg""",
     ),
     (
         "no_negative_balances",
-        """SELECT 'account ' || code || ' is negative: ' || balance FROM ledger.accounts
+        """SELECT 'account ' || code || ' is negative: ' || balance,
+                  jsonb_build_object('account', code) FROM ledger.accounts
            WHERE kind <> 'cashier' AND balance < 0 ORDER BY id""",
     ),
     (
         "pots",
         """SELECT 'pot ' || p.match_id || ' (' || p.status || '): balance ' || a.balance
                   || CASE WHEN p.status = 'open' THEN ', stakes ' || p.stake_total
-                          ELSE ' after closing' END
+                          ELSE ' after closing' END,
+                  jsonb_build_object('match_id', p.match_id, 'account', a.code)
            FROM ledger.pots p JOIN ledger.accounts a ON a.id = p.account_id
            WHERE (DAY_FILTER_P)
              AND CASE WHEN p.status = 'open' THEN a.balance <> p.stake_total
@@ -406,7 +495,8 @@ _CHECKS: list[tuple[str, str]] = [
     (
         "stakes",
         """SELECT 'pot ' || p.match_id || ': stakes add up to ' || coalesce(s.total, 0)
-                  || ', pot started with ' || p.stake_total
+                  || ', pot started with ' || p.stake_total,
+                  jsonb_build_object('match_id', p.match_id)
            FROM ledger.pots p
            LEFT JOIN (SELECT match_id, sum(amount) AS total FROM ledger.stakes
                       GROUP BY match_id) s ON s.match_id = p.match_id
@@ -418,7 +508,8 @@ _CHECKS: list[tuple[str, str]] = [
         """SELECT 'pot ' || p.match_id || ': commission ' || coalesce(p.commission::text, 'none')
                   || ' but ' || p.stake_total || ' * ' || p.commission_rate_bp
                   || ' // 10000 = ' || (p.stake_total * p.commission_rate_bp / 10000)
-                  || ' and the settlement posted ' || coalesce(c.amount, 0)
+                  || ' and the settlement posted ' || coalesce(c.amount, 0),
+                  jsonb_build_object('match_id', p.match_id, 'entry_id', p.close_entry_id)
            FROM ledger.pots p
            LEFT JOIN ledger.postings c ON c.entry_id = p.close_entry_id
                 AND c.account_id = p.commission_account_id
@@ -430,7 +521,8 @@ _CHECKS: list[tuple[str, str]] = [
     (
         "commission_accounts",
         """SELECT 'house commission accounts hold ' || h.total || ' but settled pots took '
-                  || coalesce(s.total, 0)
+                  || coalesce(s.total, 0),
+                  jsonb_build_object('account_kind', 'commission')
            FROM (SELECT coalesce(sum(balance), 0) AS total FROM ledger.accounts
                  WHERE kind = 'commission') h,
                 (SELECT sum(commission) AS total FROM ledger.pots WHERE status = 'settled') s
@@ -448,7 +540,11 @@ _DAY_FILTERS = {
 
 
 async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row:
-    """Run every check; with ``day`` the per-entry and per-pot checks cover that UTC day."""
+    """Run every check; with ``day`` the per-entry and per-pot checks cover that UTC day.
+
+    Each check lists its discrepancies as sentences and, in the same order, as ``refs``:
+    objects naming the rows behind each one (``entry_id``, ``leg``, ``account``, ``match_id``,
+    ``currency``), for a program or the finance page to drill down to."""
     checks: list[Row] = []
     discrepancies: list[str] = []
     bounds = day_bounds(day) if day else None
@@ -459,8 +555,10 @@ async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row
                 sql = sql.replace(marker, filt if bounds else "TRUE")
         if bounds and "$1" in sql:
             args = list(bounds)
-        found = [str(r[0]) for r in await conn.fetch(sql, *args)]
-        checks.append({"check": name, "ok": not found, "discrepancies": found})
+        rows = await conn.fetch(sql, *args)
+        found = [str(r[0]) for r in rows]
+        refs = [msgspec.json.decode(r[1]) if isinstance(r[1], str) else r[1] for r in rows]
+        checks.append({"check": name, "ok": not found, "discrepancies": found, "refs": refs})
         discrepancies.extend(f"{name}: {d}" for d in found)
     summary: list[Row] = []
     if bounds:
@@ -483,7 +581,12 @@ async def reconcile(conn: asyncpg.Connection, day: dt.date | None = None) -> Row
                 msg = f"trial_balance: {label} trial balance of {day} does not add up to zero"
                 discrepancies.append(msg)
                 checks.append(
-                    {"check": f"{label}_trial_balance", "ok": False, "discrepancies": [msg]}
+                    {
+                        "check": f"{label}_trial_balance",
+                        "ok": False,
+                        "discrepancies": [msg],
+                        "refs": [{"day": day.isoformat() if day else None}],
+                    }
                 )
     return {
         "date": day.isoformat() if day else None,

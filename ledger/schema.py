@@ -98,6 +98,12 @@ entries = sa.Table(
         unique=True,
         postgresql_where=sa.text("kind IN ('settle', 'void')"),
     ),
+    # the cashier's reference, for matching a payment processor's settlement file
+    sa.Index(
+        "entries_cashier_reference",
+        "reference",
+        postgresql_where=sa.text("kind IN ('deposit', 'withdrawal')"),
+    ),
     sa.Index(
         "entries_one_start_per_match",
         "match_id",
@@ -227,5 +233,48 @@ day_closes = sa.Table(
     sa.CheckConstraint("octet_length(chain_head) = 32", name="day_closes_chain_head"),
 )
 
+# A payment processor's settlement file, imported once (by its SHA-256) and matched against
+# the cashier's deposits and withdrawals; `result` is the match as it stood at import.
+settlement_imports = sa.Table(
+    "settlement_imports",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("sha256", BYTEA, nullable=False, unique=True),
+    sa.Column("filename", sa.Text, nullable=False),
+    sa.Column("line_count", sa.Integer, nullable=False),
+    sa.Column("first_day", sa.Date, nullable=False),
+    sa.Column("last_day", sa.Date, nullable=False),
+    sa.Column("imported_at", sa.DateTime(timezone=True), nullable=False, server_default=_now()),
+    sa.Column("result", JSONB, nullable=False),
+    sa.CheckConstraint("octet_length(sha256) = 32", name="settlement_imports_sha256"),
+    sa.CheckConstraint("line_count > 0", name="settlement_imports_line_count"),
+)
+
+settlement_lines = sa.Table(
+    "settlement_lines",
+    metadata,
+    sa.Column(
+        "import_id",
+        sa.BigInteger,
+        sa.ForeignKey(f"{SCHEMA}.settlement_imports.id"),
+        primary_key=True,
+    ),
+    sa.Column("line", sa.Integer, primary_key=True),  # the file's line number (header: 1)
+    sa.Column("reference", sa.Text, nullable=False),
+    sa.Column("amount", sa.BigInteger, nullable=False),  # cents; a payout is negative
+    sa.Column("currency", sa.CHAR(3), nullable=False),
+    sa.Column("day", sa.Date, nullable=False),
+    # the cashier entry it was matched to, if any
+    sa.Column("entry_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.entries.id")),
+)
+
 # Tables nobody may change or empty once written (triggers calling ledger.refuse_change).
-APPEND_ONLY = ("entries", "postings", "stakes", "reversals", "chain_seals")
+APPEND_ONLY = (
+    "entries",
+    "postings",
+    "stakes",
+    "reversals",
+    "chain_seals",
+    "settlement_imports",
+    "settlement_lines",
+)

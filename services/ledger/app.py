@@ -24,7 +24,7 @@ from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from prometheus_client.metrics_core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ledger import chain, closing, integrity_reads, reports
+from ledger import chain, closing, integrity_reads, reports, settlement
 from ledger.batch import GroupCommit
 from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
@@ -55,6 +55,7 @@ from services.ledger.contract import (
     MAX_JOURNAL_PAGE,
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
+    SETTLEMENT_BODY_BYTES,
     AccountOpened,
     CashierMovePage,
     CloseAction,
@@ -66,6 +67,7 @@ from services.ledger.contract import (
     ReversalRequest,
     SettledPotPage,
     SettleMatchRequest,
+    SettlementUpload,
     StartMatchRequest,
     VoidMatchRequest,
     WalletBalance,
@@ -305,6 +307,9 @@ async def trial_balance_report(
     return _json(reports.to_json(report))
 
 
+Label = Annotated[str | None, Parameter(min_length=1, max_length=64)]
+
+
 @get("/v1/reports/pots", opt=REPORT_READERS)
 async def pots_report(
     state: State,
@@ -312,14 +317,49 @@ async def pots_report(
     after: Annotated[str | None, Parameter(min_length=1, max_length=128)] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_POTS_PAGE)] = MAX_POTS_PAGE,
     format: FromQuery[str] = "json",
+    day: FromQuery[str | None] = None,
+    tier: Label = None,
+    variant: Label = None,
 ) -> Response[Any]:
     """One page of pots, oldest first, after the pot of match `after`; a page shorter than
-    `limit` is the last."""
+    `limit` is the last. `day` (of closing, UTC), `tier` and `variant` narrow it."""
     if status not in (None, "open", "settled", "voided"):
         raise ServiceError(400, "invalid_status", "status must be open, settled or voided")
     async with _ledger(state).pool.acquire() as conn:
-        rows = await reports.pots(conn, status, after=after, limit=limit)
+        rows = await reports.pots(
+            conn,
+            status,
+            after=after,
+            limit=limit,
+            day=_parse_date("day", day),
+            tier=tier,
+            variant=variant,
+        )
     return _rows(rows, format)
+
+
+@get("/v1/reports/matches/{match_id:str}", opt=REPORT_READERS)
+async def match_report(state: State, match_id: FromPath[str]) -> Response[Any]:
+    """A match's money: its pot, stakes, and the entries (with postings) that moved it."""
+    if not 1 <= len(match_id) <= 128:
+        raise ServiceError(400, "invalid_request", "match id: 1 to 128 characters")
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.match(conn, match_id)
+    if report is None:
+        raise ServiceError(404, "unknown_match", f"no pot for match {match_id}")
+    return _json(reports.to_json(report))
+
+
+@get("/v1/reports/entries/{entry_id:int}", opt=REPORT_READERS)
+async def entry_report(state: State, entry_id: FromPath[int]) -> Response[Any]:
+    """One journal entry with its postings."""
+    if not 1 <= entry_id <= 2**62:
+        raise ServiceError(400, "invalid_request", "entry id out of range")
+    async with _ledger(state).pool.acquire() as conn:
+        report = await reports.entry(conn, entry_id)
+    if report is None:
+        raise ServiceError(404, "unknown_entry", f"no entry {entry_id}")
+    return _json(reports.to_json(report))
 
 
 @get("/v1/reports/commission", opt=REPORT_READERS)
@@ -633,6 +673,58 @@ async def integrity_cashier(
     )
 
 
+# --- settlement files (ledger/settlement.py) -----------------------------------------------
+
+MAX_SETTLEMENT_LIST = 50
+
+
+@post(
+    "/v1/settlements",
+    status_code=200,
+    opt=REPORT_READERS,
+    request_max_body_size=SETTLEMENT_BODY_BYTES,
+)
+async def import_settlement(state: State, data: JSONBody[SettlementUpload]) -> Response[Any]:
+    """Import a settlement file: its match, or `refused` with each wrong line (nothing kept).
+    The same file again answers the first import (`replayed`)."""
+    content = data.content.encode()
+    if len(content) > settlement.MAX_FILE_BYTES:
+        raise ServiceError(
+            413, "file_too_large", f"a settlement file is at most {settlement.MAX_FILE_BYTES} bytes"
+        )
+    async with _ledger(state).pool.acquire() as conn:
+        try:
+            result = await settlement.import_file(conn, content, data.filename)
+        except settlement.Refused as refused:
+            answer = {"refused": True, "errors": refused.errors}
+            return Response(msgspec.json.encode(answer), media_type=MediaType.JSON)
+    log.info(
+        "settlement_imported",
+        import_id=result["import_id"],
+        lines=result["lines"],
+        replayed=result["replayed"],
+    )
+    return Response(msgspec.json.encode(result), media_type=MediaType.JSON)
+
+
+@get("/v1/settlements", opt=REPORT_READERS)
+async def list_settlements(state: State) -> Response[Any]:
+    async with _ledger(state).pool.acquire() as conn:
+        rows = await settlement.list_imports(conn, MAX_SETTLEMENT_LIST)
+    return Response(msgspec.json.encode(rows), media_type=MediaType.JSON)
+
+
+@get("/v1/settlements/{import_id:int}", opt=REPORT_READERS)
+async def get_settlement(state: State, import_id: FromPath[int]) -> Response[Any]:
+    if not 1 <= import_id <= 2**62:
+        raise ServiceError(400, "invalid_request", "import id out of range")
+    async with _ledger(state).pool.acquire() as conn:
+        result = await settlement.get_import(conn, import_id)
+    if result is None:
+        raise ServiceError(404, "unknown_settlement", f"no settlement import {import_id}")
+    return Response(msgspec.json.encode(result), media_type=MediaType.JSON)
+
+
 async def _sealer(app: Litestar) -> None:
     while True:
         await asyncio.sleep(SEAL_INTERVAL_S)
@@ -775,6 +867,11 @@ def create_app(
             player_activity,
             integrity_pots,
             integrity_cashier,
+            match_report,
+            entry_report,
+            import_settlement,
+            list_settlements,
+            get_settlement,
         ],
         on_startup=[open_ledger],
         on_shutdown=[close_ledger],

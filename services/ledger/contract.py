@@ -28,7 +28,7 @@ Endpoints (all need a service credential; 4xx bodies are ``{"error": code, "deta
 
 Long lists are pages: at most `MAX_STATEMENT_PAGE` lines / `MAX_JOURNAL_PAGE` postings
 (`limit`, default the maximum); `next` is the `after` of the next page, null on the last.
-    GET  /v1/reports/reconcile[?date=YYYY-MM-DD]
+    GET  /v1/reports/reconcile[?date=YYYY-MM-DD]   (each check's discrepancies and their refs)
     GET  /v1/reports/chain                 (verify the hash chain)
 
 The daily close (gateway only; `actor` is the finance user the gateway's session names):
@@ -51,6 +51,13 @@ For the integrity scan (the gateway, `mesa integrity scan`), oldest first, a pag
                                            (settled pots: each seat's player, stake, payout)
     GET  /v1/integrity/cashier?since=ISO[&after=ENTRY][&limit=N]  -> CashierMovePage
                                            (deposits and withdrawals not reversed)
+    GET  /v1/reports/pots[?day=&tier=&variant=]    (the pots behind a commission line)
+    GET  /v1/reports/matches/{match_id}    (a match's pot, stakes and entries)
+    GET  /v1/reports/entries/{entry_id}    (one entry with its postings)
+    POST /v1/settlements                   SettlementUpload -> the import's result, or
+                                           {"refused": true, "errors": [{line, error}]}
+    GET  /v1/settlements                   (the latest imports, newest first)
+    GET  /v1/settlements/{import_id}       (one import's result)
 """
 
 from __future__ import annotations
@@ -87,9 +94,12 @@ __all__ = [
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
     "REPLICA_FILL",
+    "SETTLEMENT_BODY_BYTES",
+    "SETTLEMENT_FILE_CHARS",
     "AccountOpened",
     "CloseAction",
     "CloseKey",
+    "SettlementUpload",
     "JournalPage",
     "JournalRow",
     "OpenAccount",
@@ -338,3 +348,15 @@ class CashierMove(msgspec.Struct, frozen=True):
 class CashierMovePage(msgspec.Struct, frozen=True):
     moves: list[CashierMove]
     next: int | None = None  # the `after` of the next page (an entry id)
+
+
+# A settlement file as text (ledger/settlement.py checks it line by line); its bytes in UTF-8
+# are at most `ledger.settlement.MAX_FILE_BYTES`.
+SETTLEMENT_FILE_CHARS = 1024 * 1024
+# The upload's JSON (the file escaped, with its name) may be larger than the file.
+SETTLEMENT_BODY_BYTES = 3 * 1024 * 1024
+
+
+class SettlementUpload(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    filename: Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+    content: Annotated[str, msgspec.Meta(max_length=SETTLEMENT_FILE_CHARS)]

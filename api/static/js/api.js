@@ -5,11 +5,12 @@ function csrf() {
 }
 
 export class ApiError extends Error {
-  constructor(status, code, detail) {
+  constructor(status, code, detail, body = null) {
     super(`${code}: ${detail}`);
     this.status = status;
     this.code = code;
     this.detail = detail;
+    this.body = body; // the whole answer (e.g. a refused file's line errors)
   }
 }
 
@@ -27,7 +28,7 @@ export async function api(method, path, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!r.ok) {
-    throw new ApiError(r.status, data?.error || "error", data?.detail || r.statusText);
+    throw new ApiError(r.status, data?.error || "error", data?.detail || r.statusText, data);
   }
   return data;
 }

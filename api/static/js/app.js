@@ -12,6 +12,7 @@ import { loadStaff } from "./staff.js";
 import { openReplay } from "./replay.js";
 import { loadCompliance, initCompliance } from "./compliance.js";
 import { openReport, loadRandomOnly } from "./report.js";
+import { loadReconcile } from "./reconcile.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -21,7 +22,7 @@ let kinds = [];
 const SCREENS = {
   player: ["lobby", "wallet", "history"],
   auditor: ["audit", "staff"],
-  finance: ["finance"],
+  finance: ["finance", "reconcile"],
   admin: ["admin", "staff"],
   support: ["support"],
   compliance: ["compliance"],
@@ -57,7 +58,7 @@ function show(name) {
   for (const b of $("nav").querySelectorAll("button")) {
     if (b.dataset.test === `nav-${name}`) b.setAttribute("aria-current", "page"); else b.removeAttribute("aria-current");
   }
-  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), admin: loadAdmin, support: loadSupport, staff: loadStaff, compliance: () => guard(loadCompliance) };
+  const loaders = { lobby: loadLobby, wallet: loadWallet, history: loadHistory, audit: loadAudit, finance: () => guard(async () => { await loadFinance(); await loadClosing(me); }), reconcile: loadReconcile, admin: loadAdmin, support: loadSupport, staff: loadStaff, compliance: () => guard(loadCompliance) };
   if (loaders[name]) guard(loaders[name]);
 }
 

@@ -69,7 +69,9 @@ GRANTS = (
     "GRANT SELECT, INSERT, DELETE ON ledger.day_closes TO mesa_app",
     "GRANT UPDATE (status, approved_by, approved_at, document, signature) "
     "ON ledger.day_closes TO mesa_app",
-    "GRANT SELECT, USAGE ON SEQUENCE ledger.accounts_id_seq, ledger.entries_id_seq TO mesa_app",
+    "GRANT SELECT, INSERT ON ledger.settlement_imports, ledger.settlement_lines TO mesa_app",
+    "GRANT SELECT, USAGE ON SEQUENCE ledger.accounts_id_seq, ledger.entries_id_seq, "
+    "ledger.settlement_imports_id_seq TO mesa_app",
     "GRANT SELECT ON ledger.alembic_version TO mesa_app",
     "REVOKE ALL ON FUNCTION ledger._hold_many(text[], text[]), "
     "ledger._in_slots(integer, integer[], text[]), ledger._lock_batch(text[], text[]), "

@@ -1,12 +1,11 @@
 // The service worker caches the static shell only: the page, its modules, styles and icons.
 // API answers (/api/...) and the table WebSocket always go to the network, never the cache.
-const CACHE = "mesa-shell-v1";
+const CACHE = "mesa-shell-v2";
 const SHELL = [
-  "/", "/index.html", "/style.css", "/manifest.json",
-  "/js/app.js", "/js/api.js", "/js/i18n.js", "/js/table.js", "/js/tiles.js", "/js/snake.js",
-  "/js/finance.js", "/js/verify.js",
-  "/js/closing.js",
-  "/js/limits.js",
+  "/", "/index.html", "/style.css", "/close-report.css", "/manifest.json",
+  "/js/api.js", "/js/app.js", "/js/closing.js", "/js/compliance.js", "/js/finance.js", "/js/guard.js",
+  "/js/i18n.js", "/js/limits.js", "/js/reconcile.js", "/js/refunds.js", "/js/replay.js", "/js/report.js",
+  "/js/snake.js", "/js/staff.js", "/js/support.js", "/js/table.js", "/js/tiles.js", "/js/verify.js",
   "/icons/favicon.svg", "/icons/icon-32.png", "/icons/icon-180.png", "/icons/icon-192.png", "/icons/icon-512.png",
 ];
 

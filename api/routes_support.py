@@ -19,7 +19,7 @@ from litestar import Request, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from api import refunds, staff_audit
+from api import limits, refunds, staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
@@ -102,8 +102,8 @@ class PlayerProfile(msgspec.Struct, frozen=True):
     sessions: list[SessionInfo]
     disputes: list[Dispute]
     refunds: list[refunds.Proposal]
-    # The player's responsible-play limits (deposit, loss, session), when the gateway has them.
-    limits: dict[str, Any] | None = None
+    # The player's responsible-play limits, reminder and cool-off as they apply now.
+    limits: limits.PlayerLimits
 
 
 class SupportHand(msgspec.Struct, frozen=True):
@@ -301,6 +301,7 @@ class SupportController(GuardedController):
             sessions=found_sessions,
             disputes=found_disputes,
             refunds=proposals,
+            limits=await limits.limits_of(request.app.state.db, row.id),
         )
 
     @get("/api/support/players/{player:str}/matches", tags=["support"], responses=READ_ERRORS)

@@ -84,9 +84,13 @@ async def test_support_sees_a_player_but_moves_no_money_and_changes_no_account(
                 "players"
             ] == []
 
+            r = await pat.post("/api/me/limits", json={"limits": {"loss_day": 5000}})
+            assert r.status_code == 200, r.text
             profile = (await sup.get("/api/support/players/su_pat")).json()
             assert profile["status"] == "active" and profile["wallet"]["balance"] == 1500
-            assert profile["limits"] is None
+            # support sees the limits as they apply (the player's own, never changed here)
+            assert profile["limits"]["loss_day"]["cents"] == 5000
+            assert profile["limits"]["deposit_day"]["cents"] is None
             [session] = profile["sessions"]
             assert session["kind"] == "cookie" and session["live"] is True
             assert set(session) == {

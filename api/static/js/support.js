@@ -73,7 +73,17 @@ export async function showPlayer(id) {
   const facts = el("dl", { class: "facts", "data-test": "sp-facts" });
   const pairs = [["status", statusText(p.status)], ["sp_since", dateTime(p.created_at)], ["balance", money(p.wallet.balance, p.wallet.currency)]];
   if (p.excluded_until) pairs.push(["selfexcluded", dateTime(p.excluded_until)]);
-  for (const [k, v] of Object.entries(p.limits || {})) pairs.push([k, typeof v === "number" ? money(v) : String(v)]);
+  const cur = p.limits.currency || p.wallet.currency;
+  for (const kind of ["deposit", "loss"]) {
+    for (const span of ["day", "week", "month"]) {
+      const lim = p.limits[`${kind}_${span}`];
+      let text = lim.cents == null ? t("lim_none") : money(lim.cents, cur);
+      if (lim.pending_at) text += ` · ${t("lim_pending")} ${lim.pending_cents == null ? t("lim_none") : money(lim.pending_cents, cur)} (${dateTime(lim.pending_at)})`;
+      pairs.push([`${t("lim_" + kind)} · ${t("lim_" + span)}`, text]);
+    }
+  }
+  pairs.push(["lim_reminder", p.limits.reminder_min ? `${p.limits.reminder_min} min` : t("lim_off")]);
+  if (p.limits.cooling_off_until) pairs.push(["lim_cooling", dateTime(p.limits.cooling_off_until)]);
   facts.append(...pairs.flatMap(([k, v]) => [el("dt", { text: has(k) ? t(k) : k }), el("dd", { text: v })]));
   const sessions = table(t("sp_sessions"), [["sp_kind"], ["sp_label"], ["sp_created"], ["sp_expires"], ["status"]],
     p.sessions.map((s) => el("tr", {}, el("td", { text: s.kind }), el("td", { text: s.label || "—" }), el("td", { text: dateTime(s.created_at) }),

@@ -23,13 +23,16 @@ from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
 from api import (
+    identity,
     routes_admin,
     routes_audit,
     routes_auth,
+    routes_identity,
     routes_invitations,
     routes_lobby,
     routes_log,
     routes_money,
+    routes_rematches,
     routes_table,
     staff_audit,
 )
@@ -66,6 +69,7 @@ def create_app(
     settings: Settings, transports: dict[str, httpx.AsyncBaseTransport] | None = None
 ) -> Litestar:
     """`transports` lets tests run the real services in-process (httpx.ASGITransport)."""
+    identity.check_settings(settings)  # e.g. the demo identity provider in production
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
@@ -100,6 +104,8 @@ def create_app(
             *routes_money.ROUTES,
             *routes_lobby.ROUTES,
             *routes_invitations.ROUTES,
+            *routes_identity.ROUTES,
+            *routes_rematches.ROUTES,
             *routes_table.ROUTES,
             *routes_audit.ROUTES,
             *routes_log.ROUTES,

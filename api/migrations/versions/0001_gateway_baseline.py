@@ -27,6 +27,10 @@ GRANTS = (
     "GRANT UPDATE (revoked_at) ON gateway.sessions TO mesa_app",
     "GRANT DELETE ON gateway.sessions TO mesa_app",
     "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.invitations TO mesa_app",
+    "GRANT SELECT, INSERT, UPDATE ON gateway.identity_checks TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.rematches, gateway.rematch_players TO mesa_app",
+    "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.rematches TO mesa_app",
+    "GRANT UPDATE (answer, answered_at) ON gateway.rematch_players TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
 )
 

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 
 import msgspec
 from litestar import Request, Response, get, post
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, Parameter
 
 from api import rematches
@@ -249,12 +250,23 @@ async def _accept(request: Request[Any, Any, Any], rm: Rematch, me: User) -> Rem
     return await _finish(request, done, me)
 
 
+# Proposing a match another player has proposed already is an acceptance: 200, not 201.
+PROPOSE_RESPONSES: dict[int, ResponseSpec] = {
+    **WRITE_ERRORS,
+    200: ResponseSpec(
+        data_container=RematchOut,
+        description="Another player proposed it first: this was your acceptance",
+        generate_examples=False,
+    ),
+}
+
+
 class RematchController(GuardedController):
     """ "Play again" with the same people: players only."""
 
     guards = [requires_role("player")]
 
-    @post("/api/rematches", status_code=201, tags=["lobby"], responses=WRITE_ERRORS)
+    @post("/api/rematches", status_code=201, tags=["lobby"], responses=PROPOSE_RESPONSES)
     async def propose(
         self,
         session: CurrentSession,

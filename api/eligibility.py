@@ -13,9 +13,9 @@ each player it seats, just before asking matchmaking. It checks, in order:
    limits, and his ledger balance covers the stake.
 
 Refusals are 403 with a machine-readable code (503 `identity_unavailable` when the identity or
-location provider gave no trustworthy answer: nobody is seated on a doubtful one). When the refused player is not the acting user,
-the code is `partner_unavailable` whatever the reason, so nobody learns another player's
-account status or balance.
+location provider gave no trustworthy answer: nobody is seated on a doubtful one). When the
+refused player is not the acting user, the code is `partner_unavailable` whatever the reason,
+so nobody learns another player's account status or balance.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from datetime import UTC, date, datetime
 from typing import Annotated, Protocol
+from urllib.parse import quote
 
 import aiohttp
 import msgspec
@@ -33,6 +34,7 @@ log = get_logger()
 
 # A provider's answer is a few hundred bytes; anything far larger is not an answer.
 MAX_ANSWER_BYTES = 64 * 1024
+_READ_CHUNK_BYTES = 16 * 1024
 # Location answers remembered per gateway process (player and address), oldest dropped first.
 MAX_LOCATIONS_CACHED = 10_000
 REGION_PATTERN = r"^[A-Z]{2}-[A-Z0-9]{1,3}$"  # ISO 3166-2 subdivision
@@ -143,10 +145,16 @@ class _HttpProvider:
                 declared = response.content_length
                 if declared is not None and declared > MAX_ANSWER_BYTES:
                     raise ProviderUnavailable(f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes")
-                content = await response.content.read(MAX_ANSWER_BYTES + 1)
-                if len(content) > MAX_ANSWER_BYTES:
-                    raise ProviderUnavailable(f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes")
-                return response.status, content
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.content.iter_chunked(_READ_CHUNK_BYTES):
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise ProviderUnavailable(
+                            f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes"
+                        )
+                    chunks.append(chunk)
+                return response.status, b"".join(chunks)
         except TimeoutError as exc:
             raise ProviderUnavailable(f"{self.name}: no answer in time") from exc
         except aiohttp.ClientError as exc:
@@ -167,7 +175,7 @@ class HttpIdentity:
         self.min_age_years = settings.min_age_years
 
     async def verify_status(self, player: str) -> IdentityStatus:
-        status, content = await self.http.fetch("GET", f"/v1/identity/{player}")
+        status, content = await self.http.fetch("GET", f"/v1/identity/{quote(player, safe='')}")
         now = datetime.now(UTC)
         if status == 404:
             return IdentityStatus(

@@ -231,7 +231,8 @@ class Provider:
                 "date_of_birth": "1990-05-01" if player != "young" else date.today().isoformat(),
                 "reference": "chk-1",
                 "provider_extra": {"added": "later"},
-            }
+            },
+            request,
         )
 
     async def locate(self, request: web.Request) -> web.StreamResponse:
@@ -245,10 +246,11 @@ class Provider:
                 "vpn": False,
                 "remote_desktop": False,
                 "reference": "loc-1",
-            }
+            },
+            request,
         )
 
-    async def _answer(self, good: dict[str, Any]) -> web.StreamResponse:
+    async def _answer(self, good: dict[str, Any], request: web.Request) -> web.StreamResponse:
         self.entered.set()
         if self.mode == "hang":
             await self.release.wait()
@@ -266,6 +268,18 @@ class Provider:
             return web.json_response({**good, "player": "someone_else"})
         if self.mode == "huge":
             return web.json_response({**good, "pad": "x" * (identity.MAX_ANSWER_BYTES + 10)})
+        if self.mode == "huge_chunked":
+            # No Content-Length: the bound is met while reading, and the rest is not read.
+            response = web.StreamResponse()
+            response.content_type = "application/json"
+            response.enable_chunked_encoding()
+            await response.prepare(request)
+            await response.write(b'{"player": "ana", "pad": "')
+            for _ in range(identity.MAX_ANSWER_BYTES // 1024 + 2):
+                await response.write(b"x" * 1024)
+            await response.write(b'"}')
+            await response.write_eof()
+            return response
         return web.json_response(good)
 
 
@@ -336,7 +350,8 @@ async def test_http_adapters_read_the_documented_contract(
 
 
 @pytest.mark.parametrize(
-    "mode", ["hang", "500", "garbage", "mistyped", "missing", "other_player", "huge"]
+    "mode",
+    ["hang", "500", "garbage", "mistyped", "missing", "other_player", "huge", "huge_chunked"],
 )
 async def test_a_doubtful_provider_answer_is_unavailable(
     provider: tuple[Provider, str], mode: str

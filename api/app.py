@@ -23,12 +23,14 @@ from litestar.static_files import create_static_files_router
 from litestar.types import Message, Scope
 
 from api import (
+    identity,
     player_prefs,
     refunds,
     routes_admin,
     routes_audit,
     routes_auth,
     routes_closing,
+    routes_identity,
     routes_integrity,
     routes_invitations,
     routes_limits,
@@ -36,6 +38,7 @@ from api import (
     routes_log,
     routes_money,
     routes_recon,
+    routes_rematches,
     routes_reports,
     routes_support,
     routes_table,
@@ -75,6 +78,7 @@ def create_app(
     settings: Settings, transports: dict[str, httpx.AsyncBaseTransport] | None = None
 ) -> Litestar:
     """`transports` lets tests run the real services in-process (httpx.ASGITransport)."""
+    identity.check_settings(settings)  # e.g. the demo identity provider in production
 
     async def open_backends(app: Litestar) -> None:
         app.state.backends = Backends(settings, transports)
@@ -112,6 +116,8 @@ def create_app(
             *routes_lobby.ROUTES,
             *routes_invitations.ROUTES,
             *routes_limits.ROUTES,
+            *routes_identity.ROUTES,
+            *routes_rematches.ROUTES,
             *routes_table.ROUTES,
             *routes_audit.ROUTES,
             *routes_log.ROUTES,

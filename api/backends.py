@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from api.identity import PlaceGate, gate_for
 from services.common.config import Settings
 from services.common.errors import ServiceError
 from services.common.http import (
@@ -46,6 +47,8 @@ class Backends:
         transports = transports or {}
         self._kinds: KindList | None = None
         self._kinds_at = 0.0
+        # Identity and location providers (external, not Mesa services): paid play's gate.
+        self.place: PlaceGate = gate_for(settings)
         self.clients: dict[str, InternalClient] = {}
         for name in SERVICES:
             # Long-polls on the engine's event feed need more than the default timeout.
@@ -82,6 +85,7 @@ class Backends:
     async def aclose(self) -> None:
         for client in self.clients.values():
             await client.aclose()
+        await self.place.aclose()
 
 
 async def call(service: str, awaitable: Awaitable[T]) -> T:

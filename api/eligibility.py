@@ -8,14 +8,17 @@ each player it seats, just before asking matchmaking. It checks, in order:
    that the invitee is accepting in his own session (the inviter named the partner in his);
 2. the player exists and has the `player` role;
 3. the account is not locked (locked players sit nowhere, free tables included);
-4. at paid tiers: not self-excluded, not cooling off, the stake cannot take him past a loss
-   limit (`api.limits.seat_refusal`), and his ledger balance covers the stake;
+4. at paid tiers: a verified adult, one account per person, in an allowed region without a
+   VPN or remote desktop (api/identity.py), not self-excluded, not cooling off, the stake
+   cannot take him past a loss limit (`api.limits.seat_refusal`), and his ledger balance
+   covers the stake;
 5. a player who sits only with random opponents (api.player_prefs) takes only a seat the
    quick-join queue or a CPU table gives him (`random_seat=True`): `random_only` otherwise.
 
-Refusals are 403 with a machine-readable code. When the refused player is not the acting user,
-the code is `partner_unavailable` whatever the reason, so nobody learns another player's
-account status or balance.
+Refusals are 403 with a machine-readable code (503 `identity_unavailable` when the identity or
+location provider gave no trustworthy answer: nobody is seated on a doubtful one). When the
+refused player is not the acting user, the code is `partner_unavailable` whatever the reason,
+so nobody learns another player's account status or balance.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import accounts, limits, player_prefs
+from api import accounts, identity, limits, player_prefs
 from api.accounts import User
 from api.backends import Backends, call
 from services.common.errors import ServiceError
@@ -77,13 +80,18 @@ _DETAILS = {
     "not_your_seat": "only the player himself may take his seat",
     "partner_unavailable": "your partner cannot sit at this table now",
     "random_only": "you chose to sit only with random opponents (quick join)",
+    **identity.DETAILS,
 }
+# Refusals that are a provider's failure rather than the player's state: retry later.
+_STATUSES = {"identity_unavailable": 503}
 
 
 def refuse(code: str, *, for_partner: bool, detail: str | None = None) -> ServiceError:
     if for_partner:
         code, detail = "partner_unavailable", None
-    return ServiceError(403, code, detail or _DETAILS.get(code, "you may not sit here"))
+    return ServiceError(
+        _STATUSES.get(code, 403), code, detail or _DETAILS.get(code, "you may not sit here")
+    )
 
 
 async def wallet_balance(ledger: InternalClient, player: str) -> int:
@@ -107,12 +115,15 @@ async def check_may_sit(
     *,
     invitation: Invitation | None = None,
     random_seat: bool = False,
+    client_address: str | None = None,
 ) -> User:
     """Raise a 403 unless `player_id` may be seated (and held the stake) by `acting` now.
 
     `kind` and `tier` None: a private table joined by code, whose tier only matchmaking
     knows; it counts as paid and its balance is left to the ledger's hold, which refuses an
     uncovered stake by itself. The account is checked before any internal call.
+    `client_address`: the acting player's request address, used to locate him (another
+    player is located by the provider from his own last device check).
     """
     own = player_id == acting.id
     if not own:
@@ -130,6 +141,10 @@ async def check_may_sit(
         raise refuse("partner_unavailable", for_partner=True)
     code = account_refusal(user, tier)
     detail: str | None = None
+    if code is None and is_paid(tier):
+        code = await backends.place.paid_play_refusal(
+            db, player_id, client_address if own else None
+        )
     if code is None and is_paid(tier):
         stake_cents: int | None = None
         if kind is not None and tier is not None:

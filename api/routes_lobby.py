@@ -16,12 +16,13 @@ from litestar import Request, Response, get, post
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
-from api import accounts, invitations, limits, player_prefs
+from api import accounts, eligibility, invitations, limits, player_prefs
 from api.accounts import Session, User
 from api.backends import call, get_backends
 from api.eligibility import account_refusal, check_may_sit, is_paid, stake_of
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role, signed_in
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
+from api.security import client_address
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.matchmaking.contract import (
@@ -176,7 +177,7 @@ async def may_sit(
     acting: User,
     kind: str | None,
     tier: str | None,
-    invitation: invitations.Invitation | None = None,
+    invitation: eligibility.Invitation | None = None,
     *,
     random_seat: bool = False,
 ) -> User:
@@ -191,6 +192,7 @@ async def may_sit(
         tier,
         invitation=invitation,
         random_seat=random_seat,
+        client_address=client_address(request),
     )
 
 

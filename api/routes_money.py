@@ -23,6 +23,7 @@ from litestar.response import Stream
 from api import limits, staff_audit
 from api.accounts import Session
 from api.backends import call, get_backends
+from api.eligibility import refuse
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from integrity import store as integrity_store
@@ -161,6 +162,13 @@ async def _cashier(
     user = await accounts.get_user(request.app.state.db, data.player)
     if user is None or user.role != "player":
         raise ServiceError(404, "no_such_player", "no player with that name")
+    # Money moves only for a verified adult placed in an allowed region; staff act for him,
+    # so he is placed by the provider from his own last device check, not by this request.
+    refusal = await get_backends(request.app.state).place.paid_play_refusal(
+        request.app.state.db, data.player, None
+    )
+    if refusal is not None:
+        raise refuse(refusal, for_partner=False)
     key = f"gw-{kind}-{data.idempotency_key or secrets.token_hex(12)}"
     # The ledger keeps the cashier's reference as typed (the processor's settlement file
     # carries the same one); who recorded the movement is in the staff audit log below.

@@ -1,7 +1,8 @@
 """SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
-invitations, the staff audit log, responsible-play limits, support's disputes and refund
-proposals): the source of truth. The baseline migration creates the tables from this metadata;
-a test checks that autogenerate finds no drift.
+invitations, rematches, identity checks, the staff audit log, responsible-play limits,
+support's disputes and refund proposals, players' settings and reports): the source of truth.
+The baseline migration creates the tables from this metadata; a test checks that autogenerate
+finds no drift.
 """
 
 from __future__ import annotations
@@ -146,6 +147,72 @@ invitations = sa.Table(
     sa.UniqueConstraint("inviter", "idempotency_key"),
     sa.Index("invitations_invitee", "invitee", "status"),
     sa.Index("invitations_inviter", "inviter", "status"),
+)
+
+# "Play again" with the same people (api/rematches.py): one proposal per finished match, an
+# answer per player; nobody is seated or held until every one has accepted.
+REMATCH_STATUSES = ("pending", "seating", "seated", "declined", "expired", "failed")
+rematches = sa.Table(
+    "rematches",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("match_id", sa.Text, nullable=False, unique=True),
+    sa.Column("proposer", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("tier", sa.Text, nullable=False),
+    sa.Column("pairs", sa.Boolean, nullable=False),
+    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'pending'")),
+    sa.Column("failure", sa.Text),
+    sa.Column("table_id", sa.Text),
+    _timestamp("created_at", nullable=False, server_default=_now()),
+    _timestamp("expires_at", nullable=False),
+    _timestamp("decided_at"),
+    sa.CheckConstraint("expires_at > created_at", name="rematches_check"),
+    sa.CheckConstraint(
+        "length(match_id) >= 1 AND length(match_id) <= 128", name="rematches_match_id_check"
+    ),
+    sa.CheckConstraint("kind ~ '^[a-z0-9-]{1,40}$'", name="rematches_kind_check"),
+    sa.CheckConstraint(_in("tier", TIERS), name="rematches_tier_check"),
+    sa.CheckConstraint(_in("status", REMATCH_STATUSES), name="rematches_status_check"),
+    sa.CheckConstraint("failure ~ '^[a-z_]{1,64}$'", name="rematches_failure_check"),
+    sa.CheckConstraint(
+        "length(table_id) >= 1 AND length(table_id) <= 64", name="rematches_table_id_check"
+    ),
+)
+
+rematch_players = sa.Table(
+    "rematch_players",
+    metadata,
+    sa.Column(
+        "rematch_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.rematches.id"), primary_key=True
+    ),
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
+    sa.Column("seat", sa.SmallInteger, nullable=False),
+    sa.Column("answer", sa.Text, nullable=False, server_default=sa.text("'pending'")),
+    _timestamp("answered_at"),
+    sa.CheckConstraint("seat >= 0 AND seat <= 15", name="rematch_players_seat_check"),
+    sa.CheckConstraint(
+        _in("answer", ("pending", "accepted", "declined")), name="rematch_players_answer_check"
+    ),
+    sa.Index("rematch_players_player", "player", "answer"),
+)
+
+# The identity provider's verified answers (api/identity.py): reused for a bounded time, and
+# the person's one account: a person_id may belong to one player only.
+identity_checks = sa.Table(
+    "identity_checks",
+    metadata,
+    sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
+    sa.Column("verified", sa.Boolean, nullable=False),
+    sa.Column("adult", sa.Boolean, nullable=False),
+    sa.Column("person_id", sa.Text, unique=True),
+    sa.Column("provider_ref", sa.Text, nullable=False),
+    _timestamp("checked_at", nullable=False, server_default=_now()),
+    sa.CheckConstraint(
+        "length(person_id) >= 1 AND length(person_id) <= 128",
+        name="identity_checks_person_id_check",
+    ),
+    sa.CheckConstraint("length(provider_ref) <= 128", name="identity_checks_provider_ref_check"),
 )
 
 # Append-only: the application role may only insert and read (grants in the baseline), and a

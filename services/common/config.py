@@ -66,6 +66,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # overrides (a JSON object of integrity.config.IntegrityConfig fields, checked at start)
     integrity_scan_interval_s: int = 900
     integrity_thresholds: str = ""
+    # identity and place (api/identity.py, docs/reference/identity-location.md)
+    identity_provider: str = "demo"
+    identity_demo_allowed: bool = False
+    identity_url: str = ""
+    location_url: str = ""
+    identity_key_file: Path | None = None
+    identity_timeout_ms: int = 3000
+    identity_cache_ttl_s: int = 86_400
+    location_cache_ttl_s: int = 60
+    min_age_years: int = 18
+    allowed_regions: tuple[str, ...] = ()
 
     def port_of(self, service: str) -> int:
         ports = {
@@ -226,6 +237,31 @@ def _json_object(name: str, raw: str) -> str:
     return raw
 
 
+def _bounded_int(low: int, high: int) -> Callable[[str, str], int]:
+    def parse(name: str, raw: str) -> int:
+        if not raw.isdigit() or not low <= int(raw) <= high:
+            raise ConfigError(f"{name} must be an integer in {low}..{high}, got {raw!r}")
+        return int(raw)
+
+    return parse
+
+
+def _flag(name: str, raw: str) -> bool:
+    if raw not in ("true", "false"):
+        raise ConfigError(f"{name} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
+def _regions(name: str, raw: str) -> tuple[str, ...]:
+    regions = tuple(part.strip() for part in raw.split(",") if part.strip())
+    if not regions or any(not re.fullmatch(r"[A-Z]{2}(-[A-Z0-9]{1,3})?", r) for r in regions):
+        raise ConfigError(
+            f"{name} must be comma-separated ISO 3166 codes: countries (DO) or "
+            f"subdivisions (US-NJ), got {raw!r}"
+        )
+    return regions
+
+
 def _host(name: str, raw: str) -> str:
     if not re.match(r"^[A-Za-z0-9.:\-\[\]]+$", raw):
         raise ConfigError(f"{name} must be a host name or address, got {raw!r}")
@@ -334,6 +370,50 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "invitation_ttl_s",
         _invitation_ttl,
         "how long a partner invitation waits for an answer",
+    ),
+    "MESA_IDENTITY_PROVIDER": (
+        "identity_provider",
+        _choice("demo", "http"),
+        "gateway: identity and location provider; demo verifies everyone as an adult in an "
+        "allowed region (refused in production unless MESA_IDENTITY_DEMO_ALLOWED=true)",
+    ),
+    "MESA_IDENTITY_DEMO_ALLOWED": (
+        "identity_demo_allowed",
+        _flag,
+        "true lets a production gateway start with the demo identity provider",
+    ),
+    "MESA_IDENTITY_URL": ("identity_url", _url, "identity provider's base URL (http provider)"),
+    "MESA_LOCATION_URL": ("location_url", _url, "location provider's base URL (http provider)"),
+    "MESA_IDENTITY_KEY_FILE": (
+        "identity_key_file",
+        lambda n, r: Path(r),
+        "file holding the bearer key sent to the identity and location providers",
+    ),
+    "MESA_IDENTITY_TIMEOUT_MS": (
+        "identity_timeout_ms",
+        _bounded_int(100, 30_000),
+        "how long one identity or location call may take (ms)",
+    ),
+    "MESA_IDENTITY_CACHE_TTL_S": (
+        "identity_cache_ttl_s",
+        _bounded_int(0, 2_592_000),
+        "how long a verified identity answer is reused before the provider is asked again",
+    ),
+    "MESA_LOCATION_CACHE_TTL_S": (
+        "location_cache_ttl_s",
+        _bounded_int(0, 3_600),
+        "how long a location answer is reused for the same player and address",
+    ),
+    "MESA_MIN_AGE_YEARS": (
+        "min_age_years",
+        _bounded_int(16, 25),
+        "minimum age for paid play and the cashier",
+    ),
+    "MESA_ALLOWED_REGIONS": (
+        "allowed_regions",
+        _regions,
+        "ISO 3166 countries (DO) or subdivisions (US-NJ) where paid play is allowed; "
+        "unset = none (the demo provider allows everyone)",
     ),
     "MESA_OPERATOR_KEY_FILE": (
         "operator_key_file",

@@ -38,6 +38,10 @@ GRANTS = (
     "GRANT UPDATE (status, closed_by, closed_at, close_reason) ON gateway.disputes TO mesa_app",
     "GRANT UPDATE (status, decided_by, decided_at, decision_reason, reversal_entry_id) "
     "ON gateway.refund_proposals TO mesa_app",
+    "GRANT SELECT, INSERT, UPDATE ON gateway.identity_checks TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.rematches, gateway.rematch_players TO mesa_app",
+    "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.rematches TO mesa_app",
+    "GRANT UPDATE (answer, answered_at) ON gateway.rematch_players TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
     # Players' choices: the player's own row, written and changed by him.
     "GRANT SELECT, INSERT ON gateway.player_settings TO mesa_app",

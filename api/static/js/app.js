@@ -13,6 +13,7 @@ import { openReplay } from "./replay.js";
 import { loadCompliance, initCompliance } from "./compliance.js";
 import { openReport, loadRandomOnly } from "./report.js";
 import { loadReconcile } from "./reconcile.js";
+import { loadVerification } from "./identity.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -232,7 +233,15 @@ function openTable(matchId, tb) {
   table = new Table(matchId, me, () => { finished.add(matchId); }, {
     kind: info.kind, title: info.kind ? kindTitle(info.kind) : undefined, stakeCents: info.stake_cents, seatCount: info.seat_count,
     resolveKind, kindTitle, playAgain: (opts) => guard(() => playAgain(opts.kind, opts)),
+    onRematch: (r) => guard(() => openRematch(r)),
   });
+}
+
+// Everyone accepted the rematch: its table (started once all were seated) opens here.
+async function openRematch(r) {
+  const tb = r.table || await get(`/api/lobby/tables/${encodeURIComponent(r.table_id)}`);
+  if (tb.match_id) openTable(tb.match_id, tb);
+  else show("lobby");
 }
 
 // The kind a match was played as, from its variant and options (a table opened from a link).
@@ -299,6 +308,7 @@ async function loadWallet() {
   const w = await get("/api/me/wallet");
   $("wallet-balance").textContent = money(w.balance);
   $("wallet-balance").dataset.cents = String(w.balance);
+  loadVerification($("wallet-verification"));
   const st = await get("/api/me/statement");
   const { names, byTable } = await matchNames();
   const matchOf = (l) => l.match_id || byTable[l.reference] || null;

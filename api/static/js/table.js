@@ -6,6 +6,7 @@ import { t, reaction, money, num } from "./i18n.js";
 import { tileSvg, tileBacks, parseTile, buildChain } from "./tiles.js";
 import { layoutSnake } from "./snake.js";
 import * as fair from "./guard.js";
+import { RematchPanel } from "./rematch.js";
 
 const $ = (id) => document.getElementById(id);
 const NS = "http://www.w3.org/2000/svg";
@@ -102,6 +103,7 @@ export class Table {
 
   close() {
     this.closed = true;
+    this.rematch?.stop();
     clearInterval(this.timer);
     document.removeEventListener("keydown", this.onKey);
     window.removeEventListener("offline", this.onOffline);
@@ -335,6 +337,12 @@ export class Table {
     if (!this.info.playAgain || !st || !kind) return "";
     const me = this.mySeat();
     const cpu = st.seats.every((s) => s.seat === me || (s.bot && !s.player_id));
+    if (!cpu && st.seats.every((s) => s.player_id) && this.info.onRematch) {
+      // The same people again: each must accept; the panel shows who is still to answer.
+      this.rematch = new RematchPanel(this.matchId, { onSeated: (r) => this.info.onRematch(r) });
+      this.rematch.start();
+      return this.rematch.element();
+    }
     const mate = this.pairs() ? st.seats[(me + 2) % 4] : null;
     const partner = mate && mate.player_id && !mate.bot ? mate.player_id : undefined;
     return el("button", { type: "button", text: partner ? `${t("playagain")} (${partner})` : t("playagain"), "data-test": "play-again",

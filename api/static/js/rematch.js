@@ -1,0 +1,115 @@
+// "Play again" with the same people on the match-over panel: propose it, or answer another
+// player's proposal, and see its state (waiting for N, declined, expired, seated).
+// Routes: api/routes_rematches.py. Nobody is seated until everyone has accepted.
+import { el, get, post, ApiError } from "./api.js";
+import { t, has, num } from "./i18n.js";
+
+const POLL_MS = 2000;
+const MAX_POLLS = 900; // half an hour at most, then the panel stops asking
+
+function reason(e) {
+  if (e instanceof ApiError && has(`err_${e.code}`)) return t(`err_${e.code}`);
+  return e instanceof ApiError ? e.detail || t("err_generic") : t("err_generic");
+}
+
+export class RematchPanel {
+  constructor(matchId, { onSeated }) {
+    this.matchId = matchId;
+    this.onSeated = onSeated;
+    this.alive = true;
+    this.polls = 0;
+    this.timer = null;
+    this.rematch = null;
+    this.box = el("div", { class: "rematch", "data-test": "rematch" });
+    this.line = el("p", { class: "rematch-state", "data-test": "rematch-state", role: "status" });
+    this.actions = el("div", { class: "row" });
+    this.box.append(this.line, this.actions);
+  }
+
+  element() { return this.box; }
+
+  stop() {
+    this.alive = false;
+    clearTimeout(this.timer);
+  }
+
+  async start() {
+    try {
+      this.show(await get(`/api/rematches/by-match/${encodeURIComponent(this.matchId)}`));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) this.offer();
+      else this.say(reason(e));
+    }
+    this.schedule();
+  }
+
+  schedule() {
+    clearTimeout(this.timer);
+    if (!this.alive || this.polls >= MAX_POLLS) return;
+    this.timer = setTimeout(() => this.refresh(), POLL_MS);
+  }
+
+  async refresh() {
+    if (!this.alive) return;
+    this.polls += 1;
+    try {
+      this.show(await get(`/api/rematches/by-match/${encodeURIComponent(this.matchId)}`));
+    } catch (e) {
+      if (!(e instanceof ApiError && e.status === 404)) this.say(reason(e));
+    }
+    const st = this.rematch?.status;
+    if (!st || st === "pending" || st === "seating") this.schedule();
+  }
+
+  say(text) { this.line.textContent = text; }
+
+  button(key, test, onclick, primary = false) {
+    return el("button", { type: "button", class: primary ? "primary" : "", text: t(key), "data-test": test, onclick });
+  }
+
+  offer() {
+    this.say("");
+    this.actions.replaceChildren(this.button("playagain", "play-again", () => this.act(() => post("/api/rematches", { match_id: this.matchId }))));
+  }
+
+  async act(call) {
+    for (const b of this.actions.querySelectorAll("button")) b.disabled = true;
+    try {
+      this.show(await call());
+      this.schedule();
+    } catch (e) {
+      this.say(reason(e));
+      for (const b of this.actions.querySelectorAll("button")) b.disabled = false;
+    }
+  }
+
+  show(r) {
+    this.rematch = r;
+    const id = r.rematch_id;
+    const status = r.status;
+    this.box.dataset.status = status;
+    if (status === "pending" && r.my_answer === "pending") {
+      this.say(`${t("rm_invited")}: ${r.proposer}`);
+      this.actions.replaceChildren(
+        this.button("rm_accept", "rematch-accept", () => this.act(() => post(`/api/rematches/${id}/accept`)), true),
+        this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/rematches/${id}/decline`))),
+      );
+      return;
+    }
+    if (status === "pending" || status === "seating") {
+      this.say(`${t("rm_waiting")}: ${num(r.waiting_for)}`);
+      this.actions.replaceChildren(this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/rematches/${id}/decline`))));
+      return;
+    }
+    this.actions.replaceChildren();
+    if (status === "seated") {
+      this.say(t("rm_seated"));
+      this.stop();
+      this.onSeated?.(r);
+      return;
+    }
+    const why = r.failure && has(`err_${r.failure}`) ? ` ${t(`err_${r.failure}`)}` : "";
+    this.say(t(`rm_${status}`) + why);
+    this.stop();
+  }
+}

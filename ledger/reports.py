@@ -613,51 +613,53 @@ async def player_activity(
     """A player's deposits and net loss (stakes minus payouts, refunds and releases) since
     each of `sinces`, in cents; None when he has no wallet.
 
-    Cheap whatever the wallet's age: the wallet version where the earliest window starts is
-    found walking its version index back from the newest posting (a walk as long as the
-    window's postings), and only the versions after it are read."""
-    earliest = min(sinces)
-    row = await conn.fetchrow(
+    Cheap whatever the wallet's age: first the wallet version where the earliest window
+    starts, found walking the wallet's version index back from its newest posting (as many
+    steps as the window has postings); then only the postings after that version, by the same
+    index. Neither statement filters on the entries' time index, which would read every
+    player's entries of the window."""
+    wallet = await conn.fetchrow(
         """
-        WITH w AS (SELECT id, currency FROM ledger.accounts WHERE code = 'wallet:' || $1),
-        b AS (
-            SELECT coalesce((
-                SELECT p.version_after FROM ledger.postings p
-                JOIN ledger.entries e ON e.id = p.entry_id
-                WHERE p.account_id = w.id AND e.created_at < $3
-                ORDER BY p.version_after DESC LIMIT 1), 0) AS version
-            FROM w
-        ),
-        lines AS (
-            SELECT e.created_at, e.kind, p.amount
-            FROM w, b, ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
-            WHERE p.account_id = w.id AND p.version_after > b.version
-              AND e.created_at >= $4
-        )
-        SELECT w.currency,
-               array(SELECT coalesce(sum(l.amount) FILTER (
-                                WHERE l.kind = 'deposit' AND l.created_at >= s.since), 0)
-                     FROM unnest($2::timestamptz[]) WITH ORDINALITY AS s(since, n)
-                     LEFT JOIN lines l ON true GROUP BY s.n ORDER BY s.n) AS deposits,
-               array(SELECT -coalesce(sum(l.amount) FILTER (
-                                WHERE l.kind = ANY($5::text[]) AND l.created_at >= s.since), 0)
-                     FROM unnest($2::timestamptz[]) WITH ORDINALITY AS s(since, n)
-                     LEFT JOIN lines l ON true GROUP BY s.n ORDER BY s.n) AS net_losses
-        FROM w
+        SELECT w.id, w.currency, coalesce((
+            SELECT p.version_after FROM ledger.postings p
+            JOIN ledger.entries e ON e.id = p.entry_id
+            WHERE p.account_id = w.id AND e.created_at < $2
+            ORDER BY p.version_after DESC LIMIT 1), 0) AS version
+        FROM ledger.accounts w WHERE w.code = 'wallet:' || $1
         """,
         player,
+        min(sinces) - ACTIVITY_MARGIN,
+    )
+    if wallet is None:
+        return None
+    rows = await conn.fetch(
+        """
+        WITH lines AS MATERIALIZED (
+            SELECT e.created_at, e.kind, p.amount
+            FROM ledger.postings p,
+                 -- each posting's own entry by its key (LIMIT keeps this a per-row lookup: a
+                 -- misestimated range must not turn it into a scan of every entry)
+                 LATERAL (SELECT x.created_at, x.kind FROM ledger.entries x
+                          WHERE x.id = p.entry_id LIMIT 1) e
+            WHERE p.account_id = $1 AND p.version_after > $2
+        )
+        SELECT coalesce(sum(l.amount) FILTER (WHERE l.kind = 'deposit'), 0)::bigint AS deposits,
+               (-coalesce(sum(l.amount) FILTER (WHERE l.kind = ANY($4::text[])), 0))::bigint
+                   AS net_loss
+        FROM unnest($3::timestamptz[]) WITH ORDINALITY AS s(since, n)
+        LEFT JOIN lines l ON l.created_at >= s.since
+        GROUP BY s.n ORDER BY s.n
+        """,
+        wallet["id"],
+        wallet["version"],
         sinces,
-        earliest - ACTIVITY_MARGIN,
-        earliest,
         list(LOSS_KINDS),
     )
-    if row is None:
-        return None
     return {
         "player": player,
-        "currency": row["currency"],
+        "currency": wallet["currency"],
         "windows": [
-            {"since": since, "deposits": int(d), "net_loss": int(n)}
-            for since, d, n in zip(sinces, row["deposits"], row["net_losses"], strict=True)
+            {"since": since, "deposits": int(r["deposits"]), "net_loss": int(r["net_loss"])}
+            for since, r in zip(sinces, rows, strict=True)
         ],
     }

@@ -1,5 +1,6 @@
 """A session's end closes its table sockets on every gateway within a second or two: signing
-out (that session's sockets), an admin's lock and a self-exclusion (all the user's sockets).
+out (that session's sockets), an admin's lock, a self-exclusion and a cool-off (all the
+user's sockets).
 
 Two gateways on one database (tests/api/test_api_cross_gateway.py): the socket is on gateway
 A, served by uvicorn; the session is ended through gateway B, so only the feed's "session
@@ -132,6 +133,23 @@ async def test_a_self_exclusion_closes_the_users_sockets(
             table_socket(port, match_id, headers) as (ws, _, _),
         ):
             r = await b.post("/api/me/self-exclusion", json={"days": 30}, headers=headers)
+            assert r.status_code == 200, r.text
+            assert await closed(ws) == routes_table.SESSION_ENDED_CLOSE_CODE
+
+
+async def test_a_cool_off_closes_the_users_sockets(
+    platform_db: str,  # noqa: F811
+    internal_secret: bytes,
+    tmp_path: Path,
+) -> None:
+    await make_user(platform_db, "cool1")
+    async with two_gateways(platform_db, internal_secret, tmp_path) as (gw_a, gw_b):
+        async with (
+            cpu_match(gw_b, "cool1") as (b, headers, match_id),
+            serve(gw_a) as port,
+            table_socket(port, match_id, headers) as (ws, _, _),
+        ):
+            r = await b.post("/api/me/cool-off", json={"hours": 24}, headers=headers)
             assert r.status_code == 200, r.text
             assert await closed(ws) == routes_table.SESSION_ENDED_CLOSE_CODE
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,16 +44,81 @@ def _parser() -> argparse.ArgumentParser:
         ("checkpoint", "accept the log's latest checkpoint only as the policy says"),
     ):
         c = sub.add_parser(name, help=text)
-        c.add_argument("--log", required=True, help="the log: base URL of /log/, or a folder")
-        c.add_argument("--log-key", required=True, help="the log's verifier key, or its file")
-        c.add_argument("--state", required=True, help="folder keeping the last checkpoint")
         if name == "witness":
-            c.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
-            c.add_argument("--name", required=True, help="witness name (its key's name)")
+            ws = c.add_subparsers(dest="witness_command", parser_class=_Parser)
+            srv = ws.add_parser("serve", help="run a C2SP tlog-witness HTTP server")
+            srv.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
+            srv.add_argument("--name", required=True, help="witness name (its key's name)")
+            srv.add_argument(
+                "--log-key",
+                dest="log_keys",
+                action="append",
+                required=True,
+                help="a log's verifier key (its name is the log's origin), or its file; repeat",
+            )
+            srv.add_argument("--state", required=True, help="folder keeping the witness state")
+            srv.add_argument("--listen", default="127.0.0.1:7380", help="HOST:PORT to serve on")
+        c.add_argument("--log", required=name != "witness", help="base URL of /log/, or a folder")
+        c.add_argument(
+            "--log-key", required=name != "witness", help="the log's verifier key, or its file"
+        )
+        c.add_argument(
+            "--state", required=name != "witness", help="folder keeping the last checkpoint"
+        )
+        if name == "witness":
+            c.add_argument("--key", help="witness Ed25519 key file (PEM or hex)")
+            c.add_argument("--name", help="witness name (its key's name)")
         else:
             c.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
             c.add_argument("--quorum", type=int, default=1, help="cosignatures required")
+    r = sub.add_parser(
+        "rotate-key", help="operator: announce a new signing key in the log and switch to it"
+    )
+    r.add_argument("--new-key", required=True, help="the new Ed25519 private key file (PEM/hex)")
     return p
+
+
+def _cmd_rotate_key(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from fairness.keys import OperatorKey, OperatorKeyError, private_key_from_text
+    from fairness.log_store import LogError, LogStore
+    from fairness.rotate import rotate_key
+    from services.common.config import ConfigError, load_settings
+    from services.common.db import create_pool
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    key_file = settings.operator_key_file
+    if key_file is None or os.environ.get("MESA_OPERATOR_KEY"):
+        raise UsageError("the operator key comes from MESA_OPERATOR_KEY: rotate it by hand")
+    try:
+        old = OperatorKey(private_key_from_text(_read(str(key_file))))
+        new = OperatorKey(private_key_from_text(_read(ns.new_key)))
+    except OperatorKeyError as exc:
+        raise UsageError(str(exc)) from None
+
+    async def run() -> int:
+        pool = await create_pool(
+            settings.database_url, application_name="mesa-rotate-key", max_size=2, min_size=1
+        )
+        try:
+            done = await rotate_key(LogStore(pool, old, settings.log_origin), new, key_file)
+        except LogError as exc:
+            print(f"mesa audit: rotate-key refused: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await pool.close()
+        print(
+            f"key {done.new_key_id} announced by {done.old_key_id} at log index "
+            f"{done.leaf_index}; {key_file} now holds the new key (the old "
+            f"one is in {done.retired_file}); restart the engine to sign with it"
+        )
+        return 0
+
+    return asyncio.run(run())
 
 
 def _cmd_shuffle(ns: argparse.Namespace) -> int:
@@ -197,6 +263,40 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_witness_serve(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from fairness.keys import OperatorKeyError, private_key_from_text
+    from fairness.tlog import NoteError, parse_verifier_key
+    from fairness.witness_server import Witness, serve
+
+    host, sep, port_text = ns.listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(f"--listen must be HOST:PORT, got {ns.listen!r}")
+    try:
+        key = private_key_from_text(_read(ns.key))
+    except OperatorKeyError as exc:
+        raise UsageError(f"{ns.key}: {exc}") from None
+    log_keys: dict[str, list[Any]] = {}
+    try:
+        for text in ns.log_keys:
+            v = parse_verifier_key(_text_arg(text))
+            log_keys.setdefault(v.name, []).append(v)
+    except NoteError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        witness = Witness(ns.name, key, log_keys, Path(ns.state))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"witness {witness.verifier_key()}", flush=True)
+
+    def ready(port: int) -> None:
+        print(f"listening on http://{host}:{port}/add-checkpoint", flush=True)
+
+    asyncio.run(serve(witness, host.strip("[]"), int(port_text), ready))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from fairness.transcript import TranscriptError
 
@@ -204,6 +304,14 @@ def main(argv: list[str]) -> int:
         ns = _parser().parse_args(argv)
         if ns.command == "shuffle":
             return _cmd_shuffle(ns)
+        if ns.command == "rotate-key":
+            return _cmd_rotate_key(ns)
+        if ns.command == "witness" and ns.witness_command == "serve":
+            return _cmd_witness_serve(ns)
+        if ns.command == "witness":
+            missing = [o for o in ("log", "log_key", "state", "key", "name") if not getattr(ns, o)]
+            if missing:
+                raise UsageError("witness needs --" + ", --".join(missing).replace("_", "-"))
         if ns.command in ("witness", "checkpoint"):
             return _cmd_watch(ns)
         return _cmd_verify(ns)

@@ -91,6 +91,10 @@ const T = {
     phrase_gracias: "Gracias", phrase_suerte: "Suerte", phrase_dale: "¡Dale!",
     phrase_piensa: "Piénsalo…", phrase_tranque: "¡Tranque!", phrase_capicua: "¡Capicúa!",
     phrase_otra: "¿Otra?", phrase_adios: "Adiós",
+    // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
+    cons_pair_ok: "el registro solo creció entre estos dos checkpoints firmados",
+    cons_no_checkpoint: "No hay checkpoint firmado de tamaño", cons_refused: "checkpoint rechazado",
+    cons_sizes: "Indica dos tamaños: el anterior (al menos 1) no mayor que el actual",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -182,6 +186,10 @@ const T = {
     phrase_gracias: "Thanks", phrase_suerte: "Good luck", phrase_dale: "Go on!",
     phrase_piensa: "Thinking…", phrase_tranque: "Blocked!", phrase_capicua: "Capicúa!",
     phrase_otra: "Another?", phrase_adios: "Bye",
+    // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
+    cons_pair_ok: "the log only grew between these two signed checkpoints",
+    cons_no_checkpoint: "No signed checkpoint of size", cons_refused: "checkpoint refused",
+    cons_sizes: "Give two sizes: the earlier one (at least 1) no larger than the current one",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

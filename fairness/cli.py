@@ -39,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--receipt", help="your seed receipt (JSON, from /log/receipts/<deal id>) for this hand"
     )
+    v.add_argument(
+        "--note",
+        help="the cosigned C2SP note of the hand's checkpoint (from /log/checkpoints), for --quorum",
+    )
+    v.add_argument("--log-key", help="the log's verifier key, or its file (with --note)")
+    v.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
+    v.add_argument("--quorum", type=int, default=0, help="cosignatures the checkpoint needs")
     for name, text in (
         ("witness", "check the log's latest checkpoint, cosign it and hand it to the operator"),
         ("checkpoint", "accept the log's latest checkpoint only as the policy says"),
@@ -171,14 +178,54 @@ def _cmd_verify(ns: argparse.Namespace) -> int:
         replayer=load_replayer(),
         receipt=receipt,
     )
-    if report.ok:
+    cosigned = _witness_policy(ns, checkpoint or transcript.checkpoint)
+    if report.ok and cosigned is None:
         print("verified")
         return 0
     for c in report.checks:
         if c.status != "pass":
             label = "skipped" if c.status == "skipped" else "failed"
             print(f"{c.name}: {label}: {c.detail}")
+    if cosigned is not None:
+        print(f"checkpoint_cosignatures: failed: {cosigned}")
     return 1
+
+
+def _witness_policy(ns: argparse.Namespace, checkpoint: Any) -> str | None:
+    """None when the hand's checkpoint has the cosignatures `--quorum` asks (or none are
+    asked); else why not. The cosigned note must be the same tree head, signed by the log."""
+    from fairness.tlog import ALG_COSIGNATURE_V1, NoteError, open_checkpoint, parse_verifier_key
+    from fairness.tlog import verify_note as verify_signed_note
+
+    if ns.quorum < 0:
+        raise UsageError("--quorum must be 0 or more")
+    if ns.quorum == 0:
+        return None
+    if not ns.note or not ns.log_key:
+        raise UsageError("--quorum needs --note (the cosigned checkpoint) and --log-key")
+    try:
+        log_key = parse_verifier_key(_text_arg(ns.log_key))
+        witnesses = [parse_verifier_key(_text_arg(w)) for w in ns.witness]
+    except NoteError as exc:
+        raise UsageError(str(exc)) from None
+    note = _read(ns.note).decode("utf-8", "replace")
+    try:
+        cp = open_checkpoint(note, log_key)
+    except NoteError as exc:
+        return f"the log's signature: {exc}"
+    try:
+        signed = verify_signed_note(note, witnesses)[1] if witnesses else []
+    except NoteError as exc:
+        if "not signed by any known key" not in str(exc):
+            return str(exc)  # a bad signature by a trusted witness
+        signed = []
+    record = checkpoint.record
+    if (cp.size, cp.root.hex()) != (record.get("tree_size"), record.get("root_hash")):
+        return "the note is not the hand's checkpoint (another size or root)"
+    count = sum(1 for v in signed if v.alg == ALG_COSIGNATURE_V1)
+    if count < ns.quorum:
+        return f"checkpoint has {count} of the {ns.quorum} cosignatures required"
+    return None
 
 
 MAX_FETCH_BYTES = 1 << 20

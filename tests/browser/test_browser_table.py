@@ -230,6 +230,12 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 page = player.page
                 mark = page.wait_for_selector("#fair-mark[data-test]", state="attached")
                 assert mark.get_attribute("data-test") == "fair-ok", (name, mark.text_content())
+                # the last hand's check may still be running (it fetches the transcript)
+                page.wait_for_function(
+                    "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
+                    ".every(k => JSON.parse(localStorage.getItem(k)).checked)",
+                    timeout=30_000,
+                )
                 checked = page.evaluate(
                     "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
                     ".map(k => JSON.parse(localStorage.getItem(k)))"
@@ -259,9 +265,10 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 assert page.get_attribute("[data-test=pot]", "data-cents") == str(pot)
                 net = int(page.get_attribute("[data-test=my-net]", "data-cents") or "0")
                 assert net == after[name] - START, (name, net)
-                if name in winners:
-                    commission = page.get_attribute("[data-test=commission]", "data-cents")
-                    assert commission == str(pot // 10)
+                # the loser sees the commission too (the ledger's figure, not a guess)
+                page.wait_for_selector("[data-test=commission]", timeout=20_000)
+                commission = page.get_attribute("[data-test=commission]", "data-cents")
+                assert commission == str(pot // 10), name
                 player.shot_once("table-over")
             assert axe_serious(ana.page) == [], "match over"
             assert_fits(ana.page, "table (match over)")
@@ -285,6 +292,9 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 for kind, text in rows:
                     if kind not in ("deposit", "withdrawal"):
                         assert "Partida" in text, rows
+                # each line of the match names its game, the loser's stake line too
+                stake_lines = [text for kind, text in rows if kind == "hold"]
+                assert stake_lines and all("Apuesta parejas" in x for x in stake_lines), rows
                 player.shot_once("wallet")
                 assert axe_serious(page) == [], "wallet"
                 assert_fits(page, "wallet")
@@ -483,6 +493,48 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
                 "(h) => location.hash !== h && location.hash.startsWith('#table/')", arg=first
             )
             page.wait_for_selector("#hand .tile", timeout=30_000)
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_browser_drag_a_tile_to_the_board_on_a_phone(platform: tuple[str, dict[str, str]]):
+    """On a 390x844 touch screen a legal tile dragged onto the board is played (pointer
+    events, the same path a finger takes)."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    base, _ = platform
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            errors: list[str] = []
+            page = phone_context(browser).new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            _sign_in(page, base, "cris")
+            player = Player("cris", page, touch=True)
+            _choose(player, "apuesta-parejas", "free")
+            player.press("[data-test=cpu]")
+            page.wait_for_selector("#hand .tile.legal", timeout=120_000)  # the player's turn
+            tile = page.locator("#hand .tile.legal").first
+            name = tile.get_attribute("data-tile")
+            in_hand = page.locator("#hand .tile").count()
+            on_board = page.locator("#board .chain-tile").count()
+            t, b = tile.bounding_box(), page.locator("#board").bounding_box()
+            assert t is not None and b is not None
+            page.mouse.move(t["x"] + t["width"] / 2, t["y"] + t["height"] / 2)
+            page.mouse.down()
+            page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
+            page.mouse.up()
+            page.wait_for_function(
+                "([t, n]) => !document.querySelector(`#hand [data-tile='${t}']`)"
+                " && document.querySelectorAll('#hand .tile').length === n - 1",
+                arg=[name, in_hand],
+                timeout=15_000,
+            )
+            assert page.locator("#board .chain-tile").count() > on_board
+            assert overflow_px(page) <= 0
+            shot(page, "table-dragged")
             assert not errors, errors
         finally:
             browser.close()

@@ -73,17 +73,20 @@ export async function latestCheckpointNote() {
 
 async function rememberConsistent(env, rec) {
   const seen = load(CHECKPOINTS, []);
-  for (const old of seen) {
+  const same = (c) => c.record.tree_size === rec.tree_size;
+  if (seen.some((c) => same(c) && c.record.root_hash === rec.root_hash)) return { ok: true };
+  // The remembered ones were each proven consistent with the others, so the new one needs
+  // proofs only against its nearest smaller and larger neighbours (consistency is transitive).
+  const below = seen.filter((c) => c.record.tree_size <= rec.tree_size).sort((x, y) => y.record.tree_size - x.record.tree_size)[0];
+  const above = seen.filter((c) => c.record.tree_size >= rec.tree_size).sort((x, y) => x.record.tree_size - y.record.tree_size)[0];
+  for (const old of [below, above].filter(Boolean)) {
     const [a, b] = old.record.tree_size <= rec.tree_size ? [old, env] : [env, old];
     const proof = await getJson(`/log/proofs/consistency?first=${a.record.tree_size}&second=${b.record.tree_size}`);
     const ok = await verifyConsistency(a.record.tree_size, b.record.tree_size, hexToBytes(a.record.root_hash), hexToBytes(b.record.root_hash), proof.path.map(hexToBytes));
     if (!ok) return { ok: false, evidence: { remembered: old, offered: env } };
   }
-  // one entry per tree head: a note seen again with more cosignatures is the same checkpoint
-  if (!seen.some((c) => c.record.tree_size === rec.tree_size && c.record.root_hash === rec.root_hash)) {
-    seen.push(env);
-    save(CHECKPOINTS, seen.slice(-20));
-  }
+  seen.push(env);
+  save(CHECKPOINTS, seen.slice(-20));
   return { ok: true };
 }
 

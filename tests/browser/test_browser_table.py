@@ -231,17 +231,22 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 mark = page.wait_for_selector("#fair-mark[data-test]", state="attached")
                 assert mark.get_attribute("data-test") == "fair-ok", (name, mark.text_content())
                 # the last hand's check may still be running (it fetches the transcript)
-                page.wait_for_function(
-                    "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
-                    ".every(k => JSON.parse(localStorage.getItem(k)).checked)",
-                    timeout=30_000,
-                )
+                try:
+                    page.wait_for_function(
+                        "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
+                        ".every(k => JSON.parse(localStorage.getItem(k)).checked)",
+                        timeout=30_000,
+                    )
+                except Exception:
+                    pass  # reported below with what each hand holds
                 checked = page.evaluate(
                     "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
                     ".map(k => JSON.parse(localStorage.getItem(k)))"
-                    ".map(o => o.checked + ' ' + (o.problems || []).join('; '))"
+                    ".map(o => o.checked + ' ' + (o.problems || []).join('; ') + ' | ' + o.deal_id"
+                    " + ' ' + (o.receipt ? 'receipt' : 'no-receipt ' + (o.receipt_error || '')))"
                 )
-                assert all(c.startswith("ok") for c in checked) and checked, (name, checked)
+                toasts = page.locator("#toasts .toast").all_inner_texts()
+                assert all(c.startswith("ok") for c in checked) and checked, (name, checked, toasts)
 
             # Money: the pot (4 x $10) less 10% goes to the winning pair, $18 each.
             after: dict[str, int] = {}
@@ -319,6 +324,24 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             )
             assert result.get_attribute("data-ok") == "true", checks
             assert len(checks) == 9
+            # The log only grew: its latest checkpoint note against those this browser saw
+            # (the page's pinned witness quorum is 0 here: this platform has no witnesses),
+            # then the proof between two signed sizes given in the two inputs.
+            assert auditor.request.get(base + "/log/witnesses").json() == {"witnesses": []}
+            auditor.click("#cons-check")
+            auditor.wait_for_selector("#cons-result[data-ok=true]", timeout=30_000)
+            history = auditor.request.get(base + "/log/checkpoints").json()["checkpoints"]
+            sizes = [c["tree_size"] for c in history if c["tree_size"] > 0]
+            assert sizes, history
+            auditor.fill("#cons-first", str(sizes[0]))
+            auditor.fill("#cons-second", str(sizes[-1]))
+            auditor.click("#cons-check")
+            auditor.wait_for_function(
+                "() => document.getElementById('cons-result').textContent.includes('→')",
+                timeout=30_000,
+            )
+            verdict = auditor.text_content("#cons-result")
+            assert auditor.get_attribute("#cons-result", "data-ok") == "true", verdict
             shot(auditor, "audit", full_page=True)
             auditor.set_viewport_size({"width": 390, "height": 844})
             shot(auditor, "audit", full_page=True)

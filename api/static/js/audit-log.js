@@ -40,7 +40,7 @@ export async function checkConsistency() {
     else show(false, r.evidence ? `${t("cons_split")}: ${JSON.stringify(r.evidence)}` : `${t("cons_refused")}: ${r.error}`);
     return;
   }
-  if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || a < 1 || a > b) { show(false, t("cons_sizes")); return; }
+  if (!Number.isSafeInteger(a) || !Number.isSafeInteger(b) || a < 0 || a > b) { show(false, t("cons_sizes")); return; }
   const [first, second] = [await signedCheckpointOf(a, trusted), await signedCheckpointOf(b, trusted)];
   const proof = await get(`/log/proofs/consistency?first=${a}&second=${b}`);
   const ok = await verifyConsistency(a, b, hexToBytes(first.root_hash), hexToBytes(second.root_hash), proof.path.map(hexToBytes));

@@ -94,7 +94,7 @@ const T = {
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
     cons_pair_ok: "el registro solo creció entre estos dos checkpoints firmados",
     cons_no_checkpoint: "No hay checkpoint firmado de tamaño", cons_refused: "checkpoint rechazado",
-    cons_sizes: "Indica dos tamaños: el anterior (al menos 1) no mayor que el actual",
+    cons_sizes: "Indica dos tamaños: el anterior no mayor que el actual",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -189,7 +189,7 @@ const T = {
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
     cons_pair_ok: "the log only grew between these two signed checkpoints",
     cons_no_checkpoint: "No signed checkpoint of size", cons_refused: "checkpoint refused",
-    cons_sizes: "Give two sizes: the earlier one (at least 1) no larger than the current one",
+    cons_sizes: "Give two sizes: the earlier one no larger than the current one",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

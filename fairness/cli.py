@@ -261,6 +261,21 @@ def _text_arg(value: str) -> str:
     return p.read_text().strip() if p.is_file() else value.strip()
 
 
+def _rotated_log_keys(fetch: Any, log_key: Any) -> list[Any]:
+    """Later log keys, followed from the pinned `--log-key` through the rotation records of
+    `/log/keys` (each signed by a key already trusted); none when the log lists none."""
+    import json
+
+    from fairness.witness import log_keys_from_chain
+
+    try:
+        listing = json.loads(fetch("keys"))
+    except (UsageError, ValueError):
+        return []  # a mirror without the key list: only the pinned key
+    rotations = listing.get("key_rotations", []) if isinstance(listing, dict) else []
+    return [k for k in log_keys_from_chain(log_key, rotations) if k != log_key]
+
+
 def _cmd_watch(ns: argparse.Namespace) -> int:
     from fairness.keys import OperatorKeyError, private_key_from_text
     from fairness.merkle import ProofError
@@ -275,7 +290,8 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     quorum = getattr(ns, "quorum", 0)
     try:
-        accepted = accept_checkpoint(fetch, log_key, Path(ns.state), witnesses, quorum)
+        also = _rotated_log_keys(fetch, log_key)
+        accepted = accept_checkpoint(fetch, log_key, Path(ns.state), witnesses, quorum, also)
     except SplitView as exc:
         print(f"refused: {exc}")
         return 1

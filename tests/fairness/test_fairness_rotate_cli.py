@@ -5,20 +5,27 @@ never announced is refused (never "verified")."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fairness.keys import OperatorKey, load_operator_key, private_key_pem
+from fairness.keys import OperatorKey, load_operator_key, private_key_pem, rotation_entry
 from fairness.log_store import LogStore
+from fairness.tlog import verifier_key
 from fairness.transcript import SignedRecord, encode_transcript
 from fairness.verify import key_chain, verify_transcript
 from services.cli import main as mesa
 from services.common.db import create_pool
 from tests.fairness.fairness_helpers import fake_replayer, make_transcript, opened_deal
+from tests.fairness.test_fairness_witness import ORIGIN as WITNESSED_ORIGIN
+from tests.fairness.test_fairness_witness import _forged_mirror
+
+T = datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def _new_key(folder: Path, name: str) -> tuple[OperatorKey, Path]:
@@ -102,3 +109,30 @@ async def test_rotate_twice_and_verifiers_follow_the_chain(
     status, out = _verify_cli(tmp_path, u, first, capsys)
     assert status == 1 and "verified" not in out.splitlines()
     assert not verify_transcript(u, public_keys=[first.public_raw], replayer=fake_replayer).ok
+
+
+def test_checkpoint_cli_follows_the_log_key_chain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`mesa audit checkpoint` pinned to the first key accepts a checkpoint signed by a later
+    key only through `/log/keys`' rotation records, each signed by a key already trusted."""
+    first, second, stranger = (OperatorKey(Ed25519PrivateKey.generate()) for _ in range(3))
+    folder = tmp_path / "log"
+    _forged_mirror(folder, second.private_key, [b"entry"] * 3)  # signed by the rotated key
+    args = ["audit", "checkpoint", "--log", str(folder), "--quorum", "0"]
+    args += ["--log-key", verifier_key(WITNESSED_ORIGIN, first.public_raw)]
+    args += ["--state", str(tmp_path / "state")]
+
+    def run(rotations: list[dict[str, Any]] | None) -> tuple[int, str]:
+        if rotations is not None:
+            listing = {"keys": [], "key_rotations": rotations}
+            (folder / "keys").write_text(json.dumps(listing, default=str))
+        capsys.readouterr()
+        return mesa(args), capsys.readouterr().out
+
+    status, out = run(None)  # no rotation known: the new key is not trusted
+    assert status == 1 and "refused" in out
+    status, out = run([rotation_entry(stranger, second, T)])  # announced by a stranger
+    assert status == 1 and "key chain" in out
+    status, out = run([rotation_entry(first, second, T)])
+    assert status == 0 and "accepted" in out, out

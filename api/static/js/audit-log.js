@@ -30,7 +30,9 @@ function show(ok, text) {
 }
 
 export async function checkConsistency() {
-  const trusted = Object.values(await keyChain(await pinnedFirstKey(), []));
+  // later keys only through rotation records signed by a key already trusted
+  const listing = await get("/log/keys").catch(() => ({}));
+  const trusted = Object.values(await keyChain(await pinnedFirstKey(), listing.key_rotations || []));
   const [a, b] = [$("cons-first").value, $("cons-second").value].map((v) => (v === "" ? null : Number(v)));
   if (a === null && b === null) {
     const stored = rememberedCheckpoints().length;

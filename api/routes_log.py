@@ -6,6 +6,8 @@
 - GET /log/checkpoints?after=ID&limit=N: every checkpoint ever signed, oldest first (JSON);
 - GET /log/tile/<L>/<N>[.p/<W>] and /log/tile/entries/<N>[.p/<W>]: C2SP tlog-tiles, height 8;
 - POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON);
+- GET /log/witnesses: the witnesses the operator pushes checkpoints to (informational: a
+  verifier's policy pins its own witness keys and quorum);
 - GET /log/transcripts[?match_id=M], /log/transcripts/<deal id>, /log/keys,
   /log/proofs/inclusion, /log/proofs/consistency: the open audit (players as per-match
   pseudonyms); bulk export stays with auditor accounts under /api/audit/;
@@ -22,6 +24,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
+import msgspec
 from litestar import Request, Response, get, post
 from litestar.params import FromPath, JSONBody, Parameter
 
@@ -116,6 +119,25 @@ async def log_cosignature(
     return await call(
         "engine", engine.post("/internal/audit/log/cosignature", data, CosignatureAccepted)
     )
+
+
+class WitnessInfo(msgspec.Struct, frozen=True):
+    name: str
+    key: str  # C2SP signed-note verifier key, cosignature/v1
+    url: str  # C2SP tlog-witness submission prefix
+
+
+class WitnessList(msgspec.Struct, frozen=True):
+    witnesses: list[WitnessInfo]
+
+
+@get("/log/witnesses", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
+async def log_witnesses(request: Request[Any, Any, Any]) -> Response[WitnessList]:
+    """The witnesses this log submits its checkpoints to (MESA_WITNESSES). Informational:
+    which cosignatures a verifier requires is its own pinned policy, not this list."""
+    configured = request.app.state.settings.witnesses
+    out = [WitnessInfo(name=k.split("+", 1)[0], key=k, url=u) for k, u in configured]
+    return Response(WitnessList(witnesses=out), headers={"cache-control": "public, max-age=300"})
 
 
 @get("/log/receipts/{deal_id:path}", tags=["log"], responses=READ_ERRORS, opt=PUBLIC)
@@ -222,4 +244,5 @@ ROUTES = [
     log_checkpoints,
     log_tile,
     log_cosignature,
+    log_witnesses,
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,21 +39,93 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument(
         "--receipt", help="your seed receipt (JSON, from /log/receipts/<deal id>) for this hand"
     )
+    v.add_argument(
+        "--note",
+        help="the cosigned C2SP note of the hand's checkpoint (from /log/checkpoints), for --quorum",
+    )
+    v.add_argument("--log-key", help="the log's verifier key, or its file (with --note)")
+    v.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
+    v.add_argument("--quorum", type=int, default=0, help="cosignatures the checkpoint needs")
     for name, text in (
         ("witness", "check the log's latest checkpoint, cosign it and hand it to the operator"),
         ("checkpoint", "accept the log's latest checkpoint only as the policy says"),
     ):
         c = sub.add_parser(name, help=text)
-        c.add_argument("--log", required=True, help="the log: base URL of /log/, or a folder")
-        c.add_argument("--log-key", required=True, help="the log's verifier key, or its file")
-        c.add_argument("--state", required=True, help="folder keeping the last checkpoint")
         if name == "witness":
-            c.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
-            c.add_argument("--name", required=True, help="witness name (its key's name)")
+            ws = c.add_subparsers(dest="witness_command", parser_class=_Parser)
+            srv = ws.add_parser("serve", help="run a C2SP tlog-witness HTTP server")
+            srv.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
+            srv.add_argument("--name", required=True, help="witness name (its key's name)")
+            srv.add_argument(
+                "--log-key",
+                dest="log_keys",
+                action="append",
+                required=True,
+                help="a log's verifier key (its name is the log's origin), or its file; repeat",
+            )
+            srv.add_argument("--state", required=True, help="folder keeping the witness state")
+            srv.add_argument("--listen", default="127.0.0.1:7380", help="HOST:PORT to serve on")
+        c.add_argument("--log", required=name != "witness", help="base URL of /log/, or a folder")
+        c.add_argument(
+            "--log-key", required=name != "witness", help="the log's verifier key, or its file"
+        )
+        c.add_argument(
+            "--state", required=name != "witness", help="folder keeping the last checkpoint"
+        )
+        if name == "witness":
+            c.add_argument("--key", help="witness Ed25519 key file (PEM or hex)")
+            c.add_argument("--name", help="witness name (its key's name)")
         else:
             c.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
             c.add_argument("--quorum", type=int, default=1, help="cosignatures required")
+    r = sub.add_parser(
+        "rotate-key", help="operator: announce a new signing key in the log and switch to it"
+    )
+    r.add_argument("--new-key", required=True, help="the new Ed25519 private key file (PEM/hex)")
     return p
+
+
+def _cmd_rotate_key(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from fairness.keys import OperatorKey, OperatorKeyError, private_key_from_text
+    from fairness.log_store import LogError, LogStore
+    from fairness.rotate import rotate_key
+    from services.common.config import ConfigError, load_settings
+    from services.common.db import create_pool
+
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    key_file = settings.operator_key_file
+    if key_file is None or os.environ.get("MESA_OPERATOR_KEY"):
+        raise UsageError("the operator key comes from MESA_OPERATOR_KEY: rotate it by hand")
+    try:
+        old = OperatorKey(private_key_from_text(_read(str(key_file))))
+        new = OperatorKey(private_key_from_text(_read(ns.new_key)))
+    except OperatorKeyError as exc:
+        raise UsageError(str(exc)) from None
+
+    async def run() -> int:
+        pool = await create_pool(
+            settings.database_url, application_name="mesa-rotate-key", max_size=2, min_size=1
+        )
+        try:
+            done = await rotate_key(LogStore(pool, old, settings.log_origin), new, key_file)
+        except LogError as exc:
+            print(f"mesa audit: rotate-key refused: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            await pool.close()
+        print(
+            f"key {done.new_key_id} announced by {done.old_key_id} at log index "
+            f"{done.leaf_index}; {key_file} now holds the new key (the old "
+            f"one is in {done.retired_file}); restart the engine to sign with it"
+        )
+        return 0
+
+    return asyncio.run(run())
 
 
 def _cmd_shuffle(ns: argparse.Namespace) -> int:
@@ -105,14 +178,54 @@ def _cmd_verify(ns: argparse.Namespace) -> int:
         replayer=load_replayer(),
         receipt=receipt,
     )
-    if report.ok:
+    cosigned = _witness_policy(ns, checkpoint or transcript.checkpoint)
+    if report.ok and cosigned is None:
         print("verified")
         return 0
     for c in report.checks:
         if c.status != "pass":
             label = "skipped" if c.status == "skipped" else "failed"
             print(f"{c.name}: {label}: {c.detail}")
+    if cosigned is not None:
+        print(f"checkpoint_cosignatures: failed: {cosigned}")
     return 1
+
+
+def _witness_policy(ns: argparse.Namespace, checkpoint: Any) -> str | None:
+    """None when the hand's checkpoint has the cosignatures `--quorum` asks (or none are
+    asked); else why not. The cosigned note must be the same tree head, signed by the log."""
+    from fairness.tlog import ALG_COSIGNATURE_V1, NoteError, open_checkpoint, parse_verifier_key
+    from fairness.tlog import verify_note as verify_signed_note
+
+    if ns.quorum < 0:
+        raise UsageError("--quorum must be 0 or more")
+    if ns.quorum == 0:
+        return None
+    if not ns.note or not ns.log_key:
+        raise UsageError("--quorum needs --note (the cosigned checkpoint) and --log-key")
+    try:
+        log_key = parse_verifier_key(_text_arg(ns.log_key))
+        witnesses = [parse_verifier_key(_text_arg(w)) for w in ns.witness]
+    except NoteError as exc:
+        raise UsageError(str(exc)) from None
+    note = _read(ns.note).decode("utf-8", "replace")
+    try:
+        cp = open_checkpoint(note, log_key)
+    except NoteError as exc:
+        return f"the log's signature: {exc}"
+    try:
+        signed = verify_signed_note(note, witnesses)[1] if witnesses else []
+    except NoteError as exc:
+        if "not signed by any known key" not in str(exc):
+            return str(exc)  # a bad signature by a trusted witness
+        signed = []
+    record = checkpoint.record
+    if (cp.size, cp.root.hex()) != (record.get("tree_size"), record.get("root_hash")):
+        return "the note is not the hand's checkpoint (another size or root)"
+    count = sum(1 for v in signed if v.alg == ALG_COSIGNATURE_V1)
+    if count < ns.quorum:
+        return f"checkpoint has {count} of the {ns.quorum} cosignatures required"
+    return None
 
 
 MAX_FETCH_BYTES = 1 << 20
@@ -148,6 +261,21 @@ def _text_arg(value: str) -> str:
     return p.read_text().strip() if p.is_file() else value.strip()
 
 
+def _rotated_log_keys(fetch: Any, log_key: Any) -> list[Any]:
+    """Later log keys, followed from the pinned `--log-key` through the rotation records of
+    `/log/keys` (each signed by a key already trusted); none when the log lists none."""
+    import json
+
+    from fairness.witness import log_keys_from_chain
+
+    try:
+        listing = json.loads(fetch("keys"))
+    except (UsageError, ValueError):
+        return []  # a mirror without the key list: only the pinned key
+    rotations = listing.get("key_rotations", []) if isinstance(listing, dict) else []
+    return [k for k in log_keys_from_chain(log_key, rotations) if k != log_key]
+
+
 def _cmd_watch(ns: argparse.Namespace) -> int:
     from fairness.keys import OperatorKeyError, private_key_from_text
     from fairness.merkle import ProofError
@@ -162,7 +290,8 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     quorum = getattr(ns, "quorum", 0)
     try:
-        accepted = accept_checkpoint(fetch, log_key, Path(ns.state), witnesses, quorum)
+        also = _rotated_log_keys(fetch, log_key)
+        accepted = accept_checkpoint(fetch, log_key, Path(ns.state), witnesses, quorum, also)
     except SplitView as exc:
         print(f"refused: {exc}")
         return 1
@@ -197,6 +326,40 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_witness_serve(ns: argparse.Namespace) -> int:
+    import asyncio
+
+    from fairness.keys import OperatorKeyError, private_key_from_text
+    from fairness.tlog import NoteError, parse_verifier_key
+    from fairness.witness_server import Witness, serve
+
+    host, sep, port_text = ns.listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise UsageError(f"--listen must be HOST:PORT, got {ns.listen!r}")
+    try:
+        key = private_key_from_text(_read(ns.key))
+    except OperatorKeyError as exc:
+        raise UsageError(f"{ns.key}: {exc}") from None
+    log_keys: dict[str, list[Any]] = {}
+    try:
+        for text in ns.log_keys:
+            v = parse_verifier_key(_text_arg(text))
+            log_keys.setdefault(v.name, []).append(v)
+    except NoteError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        witness = Witness(ns.name, key, log_keys, Path(ns.state))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"witness {witness.verifier_key()}", flush=True)
+
+    def ready(port: int) -> None:
+        print(f"listening on http://{host}:{port}/add-checkpoint", flush=True)
+
+    asyncio.run(serve(witness, host.strip("[]"), int(port_text), ready))
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from fairness.transcript import TranscriptError
 
@@ -204,6 +367,14 @@ def main(argv: list[str]) -> int:
         ns = _parser().parse_args(argv)
         if ns.command == "shuffle":
             return _cmd_shuffle(ns)
+        if ns.command == "rotate-key":
+            return _cmd_rotate_key(ns)
+        if ns.command == "witness" and ns.witness_command == "serve":
+            return _cmd_witness_serve(ns)
+        if ns.command == "witness":
+            missing = [o for o in ("log", "log_key", "state", "key", "name") if not getattr(ns, o)]
+            if missing:
+                raise UsageError("witness needs --" + ", --".join(missing).replace("_", "-"))
         if ns.command in ("witness", "checkpoint"):
             return _cmd_watch(ns)
         return _cmd_verify(ns)

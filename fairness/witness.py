@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -32,6 +33,7 @@ from fairness.merkle import (
 )
 from fairness.tlog import (
     ALG_COSIGNATURE_V1,
+    ALG_ED25519,
     TILE_HEIGHT,
     TILE_WIDTH,
     Checkpoint,
@@ -39,6 +41,7 @@ from fairness.tlog import (
     Verifier,
     cosign,
     open_checkpoint,
+    parse_checkpoint,
     split_note,
     tile_path,
     verifier_key,
@@ -144,12 +147,14 @@ def accept_checkpoint(
     state: Path,
     witnesses: Sequence[Verifier] = (),
     quorum: int = 0,
+    also: Sequence[Verifier] = (),
 ) -> Accepted:
     """Fetch, check and remember the log's latest checkpoint (see the module docstring).
+    `also`: later log keys, announced by rotation records from `log_key` on.
     Raises NoteError (bad or under-cosigned note), ProofError or SplitView."""
     state.mkdir(parents=True, exist_ok=True)
     note = fetch("checkpoint").decode()
-    cp = open_checkpoint(note, log_key)
+    cp = _open(note, log_key, also)
     cosigners: list[str] = []
     if witnesses:
         try:
@@ -161,7 +166,7 @@ def accept_checkpoint(
         raise NoteError(f"checkpoint has {len(cosigners)} of the {quorum} cosignatures required")
     remembered = state / STATE_FILE
     old_note = remembered.read_text() if remembered.exists() else None
-    old = open_checkpoint(old_note, log_key) if old_note is not None else None
+    old = _open(old_note, log_key, also) if old_note is not None else None
     try:
         check_from_tiles(fetch, cp, old)
     except ProofError as exc:
@@ -171,6 +176,32 @@ def accept_checkpoint(
     if old is None or cp.size >= old.size:
         _remember(state, note)
     return Accepted(cp, note, cosigners)
+
+
+def _open(note: str, log_key: Verifier, also: Sequence[Verifier]) -> Checkpoint:
+    """A checkpoint signed by the pinned log key or a key its rotation chain announced."""
+    if not also:
+        return open_checkpoint(note, log_key)
+    body, _ = verify_note(note, [log_key, *also])
+    cp = parse_checkpoint(body)
+    if cp.origin != log_key.name:
+        raise NoteError("checkpoint origin is not the log key's name")
+    return cp
+
+
+def log_keys_from_chain(
+    log_key: Verifier, rotations: Sequence[Mapping[str, Any]]
+) -> list[Verifier]:
+    """The note keys of every operator key the rotation records announced from the pinned
+    `log_key` on (each record signed by a key already trusted); a broken chain raises."""
+    from fairness.transcript import SignedRecord
+    from fairness.verify import CheckFailed, key_chain
+
+    try:
+        chain = key_chain([log_key.public_raw], [SignedRecord(**dict(r)) for r in rotations])
+    except (CheckFailed, TypeError, ValueError) as exc:
+        raise NoteError(f"the log's key chain does not verify: {exc}") from None
+    return [Verifier(log_key.name, ALG_ED25519, raw) for raw in chain.values()]
 
 
 def witness_verifier(name: str, key: Ed25519PrivateKey) -> str:

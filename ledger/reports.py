@@ -244,9 +244,20 @@ async def statement(
         return None
     rows = await conn.fetch(
         """
-        SELECT p.entry_id, e.created_at, e.kind, e.match_id, e.reference, p.amount,
-               p.balance_after AS balance, p.version_after AS version
+        SELECT p.entry_id, e.created_at, e.kind, coalesce(e.match_id, held.match_id) AS match_id,
+               e.reference,
+               p.amount, p.balance_after AS balance, p.version_after AS version,
+               pot.tier, pot.variant, pot.commission,
+               CASE WHEN pot.match_id IS NOT NULL THEN (SELECT count(*)::int
+                 FROM ledger.stakes s WHERE s.match_id = pot.match_id) END AS seats
         FROM ledger.postings p JOIN ledger.entries e ON e.id = p.entry_id
+        -- a hold is made before its match exists: its match is the stake its hold became
+        LEFT JOIN LATERAL (
+          SELECT s.match_id FROM ledger.postings hp
+          JOIN ledger.stakes s ON s.hold_id = hp.account_id
+          WHERE e.match_id IS NULL AND hp.entry_id = e.id LIMIT 1
+        ) held ON true
+        LEFT JOIN ledger.pots pot ON pot.match_id = coalesce(e.match_id, held.match_id)
         WHERE p.account_id = $1 AND p.version_after > $4
           AND ($2::timestamptz IS NULL OR e.created_at >= $2)
           AND ($3::timestamptz IS NULL OR e.created_at < $3)

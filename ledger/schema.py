@@ -166,6 +166,8 @@ stakes = sa.Table(
     sa.Column("hold_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.accounts.id"), nullable=False),
     sa.Column("amount", stakes_amount, nullable=False),
     sa.UniqueConstraint("match_id", "player", name="stakes_match_id_player_key"),
+    # a wallet's stake line (a hold, made before its match existed) finds its match by it
+    sa.Index("stakes_hold_id", "hold_id"),
 )
 
 reversals = sa.Table(

@@ -58,6 +58,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     report_key_file: Path | None = None
     log_origin: str = "mesa-fairness-log"
     log_witnesses: tuple[str, ...] = ()
+    witnesses: tuple[tuple[str, str], ...] = ()
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
     invitation_ttl_s: int = 60
@@ -303,6 +304,20 @@ def _witness_keys(name: str, raw: str) -> tuple[str, ...]:
     return keys
 
 
+def _witness_endpoints(name: str, raw: str) -> tuple[tuple[str, str], ...]:
+    # `<verifier key> <submission URL>` entries, comma-separated (C2SP tlog-witness)
+    out = []
+    for entry in (e.strip() for e in raw.split(",") if e.strip()):
+        vkey, _, url = entry.partition(" ")
+        _witness_keys(name, vkey)
+        if not re.fullmatch(r"https?://\S{1,500}", url.strip()):
+            raise ConfigError(f"{name}: each entry is `<witness verifier key> <URL>`")
+        out.append((vkey, url.strip()))
+    if not out or len(out) > 16:
+        raise ConfigError(f"{name} must list 1 to 16 witnesses")
+    return tuple(out)
+
+
 # variable -> (settings field, parser, description for docs/reference/configuration.md)
 VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_ENV": ("env", _choice("dev", "test", "production"), "dev, test or production"),
@@ -445,6 +460,12 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         _witness_keys,
         "witness cosignature keys (comma-separated) whose cosignatures the log publishes; "
         "unset = any",
+    ),
+    "MESA_WITNESSES": (
+        "witnesses",
+        _witness_endpoints,
+        "C2SP tlog-witnesses the engine pushes each checkpoint to: comma-separated "
+        "`<witness verifier key> <submission URL>`",
     ),
 }
 # Variables read elsewhere (documented in docs/reference/configuration.md) that must not be

@@ -9,6 +9,7 @@ from litestar.datastructures import State
 from litestar.params import FromPath, JSONBody, Parameter
 
 from fairness.keys import load_operator_key
+from fairness.witness_push import WitnessEndpoint
 from services.common.app import create_service_app
 from services.common.auth import GATEWAY, MATCHMAKING, callers_opt
 from services.common.config import Settings
@@ -124,7 +125,8 @@ def create_app(
         app.state.db = store.started_pool
         fair: Any = fairness
         if fair is None:
-            fair = PgFairnessLog(store.started_pool, key, settings.log_origin)
+            witnesses = [WitnessEndpoint.parse(k, u) for k, u in settings.witnesses]
+            fair = PgFairnessLog(store.started_pool, key, settings.log_origin, witnesses)
             if not await fair.start():
                 # Verifiers trust a key only when the previous key announced it in the log.
                 log.error("operator_key_not_announced", key_id=key.key_id)

@@ -430,7 +430,10 @@ async def public_keys(state: State) -> KeyList:
             .decode()
         )
         out.append(PublicKey(key_id=k["key_id"], public_key=k["public_key"], pem=pem))
-    return KeyList(keys=out)
+    rotations: list[dict[str, Any]] = []
+    if out:
+        _, rotations = await _store(state).key_chain()
+    return KeyList(keys=out, key_rotations=rotations)
 
 
 @get("/internal/audit/orphans", opt=AUDIT_READERS)

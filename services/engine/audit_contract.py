@@ -76,6 +76,9 @@ class PublicKey(msgspec.Struct, frozen=True):
 
 class KeyList(msgspec.Struct, frozen=True):
     keys: list[PublicKey]
+    # the log's key_rotation records in log order: from the first key, each signed by a key
+    # already trusted (verifiers follow them from the first key they pinned)
+    key_rotations: list[dict[str, Any]] = []
 
 
 class OrphanOut(msgspec.Struct, frozen=True):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -14,6 +14,7 @@ import asyncpg
 from fairness.commitments import DEFAULT_ORIGIN
 from fairness.keys import OperatorKey
 from fairness.log_store import DuplicateRecord, LogError, LogStore
+from fairness.witness_push import WitnessEndpoint, WitnessPusher
 from services.common.config import Settings
 from services.common.http import InternalClient, RemoteError
 from services.common.metrics import CHECKPOINT_AGE_SECONDS, ORPHAN_COMMITMENTS
@@ -47,8 +48,15 @@ _Pending = tuple[Mapping[str, Any], "asyncio.Future[None]"]
 
 
 class PgFairnessLog:
-    def __init__(self, pool: asyncpg.Pool, key: OperatorKey, origin: str = DEFAULT_ORIGIN) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        key: OperatorKey,
+        origin: str = DEFAULT_ORIGIN,
+        witnesses: Sequence[WitnessEndpoint] = (),
+    ) -> None:
         self.store = LogStore(pool, key, origin)
+        self.witnesses = WitnessPusher(self.store, witnesses)
         self._orphans_checked_at = float("-inf")
         self._queue: asyncio.Queue[_Pending] | None = None
         self._writer: asyncio.Task[None] | None = None
@@ -114,6 +122,8 @@ class PgFairnessLog:
 
     async def checkpoint(self) -> None:
         await self.store.checkpoint_if_due(min_interval_s=CHECKPOINT_INTERVAL_S)
+        # also a checkpoint signed on demand (a proof's) since: the latest gets cosigned
+        await self.witnesses.push_latest()
         await self._observe()
 
     async def _observe(self) -> None:

@@ -250,6 +250,12 @@ class StatementLine(msgspec.Struct, frozen=True):
     amount: int
     balance: int
     version: int
+    # the match's pot, for a line of a match: its stake tier, variant, seats staked and the
+    # house commission (None until the pot is settled)
+    tier: str | None = None
+    variant: str | None = None
+    seats: int | None = None
+    commission: int | None = None
 
 
 class StatementPage(msgspec.Struct, frozen=True):

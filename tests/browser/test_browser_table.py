@@ -230,12 +230,23 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 page = player.page
                 mark = page.wait_for_selector("#fair-mark[data-test]", state="attached")
                 assert mark.get_attribute("data-test") == "fair-ok", (name, mark.text_content())
+                # the last hand's check may still be running (it fetches the transcript)
+                try:
+                    page.wait_for_function(
+                        "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
+                        ".every(k => JSON.parse(localStorage.getItem(k)).checked)",
+                        timeout=30_000,
+                    )
+                except Exception:
+                    pass  # reported below with what each hand holds
                 checked = page.evaluate(
                     "() => Object.keys(localStorage).filter(k => k.startsWith('mesa-own-'))"
                     ".map(k => JSON.parse(localStorage.getItem(k)))"
-                    ".map(o => o.checked + ' ' + (o.problems || []).join('; '))"
+                    ".map(o => o.checked + ' ' + (o.problems || []).join('; ') + ' | ' + o.deal_id"
+                    " + ' ' + (o.receipt ? 'receipt' : 'no-receipt ' + (o.receipt_error || '')))"
                 )
-                assert all(c.startswith("ok") for c in checked) and checked, (name, checked)
+                toasts = page.locator("#toasts .toast").all_inner_texts()
+                assert all(c.startswith("ok") for c in checked) and checked, (name, checked, toasts)
 
             # Money: the pot (4 x $10) less 10% goes to the winning pair, $18 each.
             after: dict[str, int] = {}
@@ -259,9 +270,10 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 assert page.get_attribute("[data-test=pot]", "data-cents") == str(pot)
                 net = int(page.get_attribute("[data-test=my-net]", "data-cents") or "0")
                 assert net == after[name] - START, (name, net)
-                if name in winners:
-                    commission = page.get_attribute("[data-test=commission]", "data-cents")
-                    assert commission == str(pot // 10)
+                # the loser sees the commission too (the ledger's figure, not a guess)
+                page.wait_for_selector("[data-test=commission]", timeout=20_000)
+                commission = page.get_attribute("[data-test=commission]", "data-cents")
+                assert commission == str(pot // 10), name
                 player.shot_once("table-over")
             assert axe_serious(ana.page) == [], "match over"
             assert_fits(ana.page, "table (match over)")
@@ -285,6 +297,9 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
                 for kind, text in rows:
                     if kind not in ("deposit", "withdrawal"):
                         assert "Partida" in text, rows
+                # each line of the match names its game, the loser's stake line too
+                stake_lines = [text for kind, text in rows if kind == "hold"]
+                assert stake_lines and all("Apuesta parejas" in x for x in stake_lines), rows
                 player.shot_once("wallet")
                 assert axe_serious(page) == [], "wallet"
                 assert_fits(page, "wallet")
@@ -309,6 +324,24 @@ def test_browser_four_players_paid_match_audit_and_finance(platform: tuple[str, 
             )
             assert result.get_attribute("data-ok") == "true", checks
             assert len(checks) == 9
+            # The log only grew: its latest checkpoint note against those this browser saw
+            # (the page's pinned witness quorum is 0 here: this platform has no witnesses),
+            # then the proof between two signed sizes given in the two inputs.
+            assert auditor.request.get(base + "/log/witnesses").json() == {"witnesses": []}
+            auditor.click("#cons-check")
+            auditor.wait_for_selector("#cons-result[data-ok=true]", timeout=30_000)
+            history = auditor.request.get(base + "/log/checkpoints").json()["checkpoints"]
+            sizes = [c["tree_size"] for c in history if c["tree_size"] > 0]
+            assert sizes, history
+            auditor.fill("#cons-first", str(sizes[0]))
+            auditor.fill("#cons-second", str(sizes[-1]))
+            auditor.click("#cons-check")
+            auditor.wait_for_function(
+                "() => document.getElementById('cons-result').textContent.includes('→')",
+                timeout=30_000,
+            )
+            verdict = auditor.text_content("#cons-result")
+            assert auditor.get_attribute("#cons-result", "data-ok") == "true", verdict
             shot(auditor, "audit", full_page=True)
             auditor.set_viewport_size({"width": 390, "height": 844})
             shot(auditor, "audit", full_page=True)
@@ -483,6 +516,48 @@ def test_browser_cpu_match_played_to_the_end(platform: tuple[str, dict[str, str]
                 "(h) => location.hash !== h && location.hash.startsWith('#table/')", arg=first
             )
             page.wait_for_selector("#hand .tile", timeout=30_000)
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+def test_browser_drag_a_tile_to_the_board_on_a_phone(platform: tuple[str, dict[str, str]]):
+    """On a 390x844 touch screen a legal tile dragged onto the board is played (pointer
+    events, the same path a finger takes)."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    base, _ = platform
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            errors: list[str] = []
+            page = phone_context(browser).new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            _sign_in(page, base, "cris")
+            player = Player("cris", page, touch=True)
+            _choose(player, "apuesta-parejas", "free")
+            player.press("[data-test=cpu]")
+            page.wait_for_selector("#hand .tile.legal", timeout=120_000)  # the player's turn
+            tile = page.locator("#hand .tile.legal").first
+            name = tile.get_attribute("data-tile")
+            in_hand = page.locator("#hand .tile").count()
+            on_board = page.locator("#board .chain-tile").count()
+            t, b = tile.bounding_box(), page.locator("#board").bounding_box()
+            assert t is not None and b is not None
+            page.mouse.move(t["x"] + t["width"] / 2, t["y"] + t["height"] / 2)
+            page.mouse.down()
+            page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
+            page.mouse.up()
+            page.wait_for_function(
+                "([t, n]) => !document.querySelector(`#hand [data-tile='${t}']`)"
+                " && document.querySelectorAll('#hand .tile').length === n - 1",
+                arg=[name, in_hand],
+                timeout=15_000,
+            )
+            assert page.locator("#board .chain-tile").count() > on_board
+            assert overflow_px(page) <= 0
+            shot(page, "table-dragged")
             assert not errors, errors
         finally:
             browser.close()

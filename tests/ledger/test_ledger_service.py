@@ -115,6 +115,15 @@ async def test_full_match_through_the_api(client: AsyncTestClient[Any]) -> None:
         )
     )
     assert settled.commission == 100 and settled.commission_rate_bp == 1000
+    # the loser's statement: his stake line (a hold, made at the table before the match
+    # existed) names the match, its pot's tier, variant and seats, and the house commission
+    lines = (await client.get("/v1/reports/statements/svc_a")).json()["lines"]
+    stake = [ln for ln in lines if ln["kind"] == "hold"]
+    assert [
+        (ln["match_id"], ln["tier"], ln["variant"], ln["seats"], ln["commission"]) for ln in stake
+    ] == [("svc-m", "bronze", "apuesta", 2, 100)]
+    deposit = next(ln for ln in lines if ln["kind"] == "deposit")
+    assert (deposit["match_id"], deposit["tier"], deposit["seats"]) == (None, None, None)
     refusal(
         await client.post("/v1/matches/void", json={"idempotency_key": key(), "match_id": "svc-m"}),
         409,

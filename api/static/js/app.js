@@ -2,8 +2,9 @@
 import { api, get, post, el, idem, ApiError } from "./api.js";
 import { t, has, setLang, getLang, applyI18n, money, num, dateTime } from "./i18n.js";
 import { Table } from "./table.js";
-import { verifyTranscript, keyChain } from "./verify.js";
-import { pinnedFirstKey, observeCheckpoint, rememberedCheckpoints } from "./guard.js";
+import { verifyTranscript } from "./verify.js";
+import { pinnedFirstKey } from "./guard.js";
+import { checkConsistency } from "./audit-log.js";
 import { loadFinance, checkChain, showStatement } from "./finance.js";
 import { loadClosing } from "./closing.js";
 import { loadLimits, scheduleReminder, stopReminders } from "./limits.js";
@@ -276,9 +277,13 @@ async function playAgain(kind, { tier, partner, cpu }) {
 function handNo(dealId) { return String(dealId).split("/").pop().replace(/\D/g, ""); }
 
 // A match as players name it: its game and stake when this page knows them, and a short id.
-function matchLabel(matchId, variant) {
+function matchLabel(matchId, variant, pot = null) {
   const tb = tableInfo[matchId];
-  const what = tb ? `${kindTitle(tb.kind)} · ${stakeText(tb)}` : variant ? variant[0].toUpperCase() + variant.slice(1) : "";
+  // a statement line carries its pot (variant, seats, tier): the game's title from the kinds
+  const kind = pot?.variant && kinds.find((k) => k.variant === pot.variant && (!pot.seats || k.seat_count === pot.seats));
+  const what = tb ? `${kindTitle(tb.kind)} · ${stakeText(tb)}`
+    : kind ? `${kind.title} · ${stakeText({ tier: pot.tier })}`
+    : variant ? variant[0].toUpperCase() + variant.slice(1) : "";
   return `${what}${what ? " · " : ""}${t("match")} ${String(matchId || "").slice(2, 10)}`;
 }
 
@@ -310,6 +315,7 @@ async function loadWallet() {
   $("wallet-balance").dataset.cents = String(w.balance);
   loadVerification($("wallet-verification"));
   const st = await get("/api/me/statement");
+  if (!kinds.length) kinds = (await get("/api/lobby/kinds").catch(() => ({ kinds: [] }))).kinds;
   const { names, byTable } = await matchNames();
   const matchOf = (l) => l.match_id || byTable[l.reference] || null;
   const won = new Set(st.lines.filter((l) => l.kind === "settle" && l.amount > 0).map(matchOf));
@@ -321,7 +327,7 @@ async function loadWallet() {
     const m = mid ? names[mid] : null;
     // The stake line carries the result: won (a payout came) or lost (the match was played).
     const result = !mid || l.kind !== "hold" ? "" : won.has(mid) ? t("won") : m?.played ? t("lost") : "";
-    const detail = mid ? `${matchLabel(mid, m?.variant)}${result ? ` · ${result}` : ""}` : l.reference || "";
+    const detail = mid ? `${matchLabel(mid, m?.variant || l.variant, l)}${result ? ` · ${result}` : ""}` : l.reference || "";
     return el("tr", { "data-kind": l.kind },
       el("td", { text: dateTime(l.created_at) }),
       el("td", {}, what, el("span", { class: "sub", text: detail })),
@@ -384,19 +390,6 @@ async function loadAudit() {
     el("span", { class: "grow", text: `${matchLabel(x.match_id, x.variant)} · ${t("dealid")} ${handNo(x.deal_id)} · ${t("players")}: ${x.players.map((p, i) => p || `${t("cpuplayer")} ${i + 1}`).join(", ")}` }),
     el("button", { type: "button", text: t("verify"), "data-test": "audit-verify-hand", onclick: () => guard(() => verifyInto($("audit-verify-panel"), x.deal_id)) }),
     replayButton($("audit-verify-panel"), x))) : [emptyItem("nohistory")]));
-}
-
-// The latest checkpoint against every checkpoint this browser stored (signatures checked,
-// consistency proven); an inconsistent one is a split view, kept as evidence.
-async function checkConsistency() {
-  const keys = await keyChain(await pinnedFirstKey(), []);
-  const latest = await get("/api/audit/checkpoint");
-  const stored = rememberedCheckpoints().length;
-  const r = await observeCheckpoint(latest, keys);
-  $("cons-result").dataset.ok = String(r.ok);
-  $("cons-result").textContent = r.ok
-    ? `✔ ${t("treesize")} ${num(latest.record.tree_size)}: ${t("cons_ok")} (${num(stored)})`
-    : `✘ ${t("cons_split")}: ${JSON.stringify(r.evidence)}`;
 }
 
 // ---------------------------------------------------------------- admin

@@ -3,8 +3,10 @@
 // hand in localStorage, and when the hand ends it verifies the public transcript against them.
 // It remembers the checkpoints it has seen and refuses one inconsistent with them (a split
 // view), keeping both as evidence. Hooked into the table by three calls: remember(), onCommitClosed(), onHandEnded().
-import { verifyTranscript, verifyReceipt, keyChain, verifySigned, verifyConsistency, hexToBytes, canonical } from "./verify.js";
+import { verifyTranscript, verifyReceipt, keyChain, verifySigned, verifyConsistency, hexToBytes } from "./verify.js";
 import { t } from "./i18n.js";
+import { acceptCheckpoint } from "./notes.js";
+import { WITNESS_POLICY } from "./witness-policy.js";
 
 const PREFIX = "mesa-own-";
 const CHECKPOINTS = "mesa-checkpoints";
@@ -50,17 +52,41 @@ export function remember(dealId, seat, seed, commitment) {
 // every one remembered, else a split view.
 export async function observeCheckpoint(env, keys) {
   const rec = await verifySigned(env, keys);
+  return rememberConsistent(env, rec);
+}
+
+// The log's latest checkpoint note (`/log/checkpoint`): signed by a key of the trusted chain,
+// cosigned as the page's pinned witness policy asks, then consistent with every checkpoint
+// remembered (a refused note is not remembered; an inconsistent one is kept as evidence).
+export async function observeCheckpointNote(text, keys, policy = WITNESS_POLICY) {
+  let cp;
+  try { cp = await acceptCheckpoint(text, Object.values(keys), policy); } catch (e) { return { ok: false, error: String(e.message || e) }; }
+  const entry = { record: { tree_size: cp.tree_size, root_hash: cp.root_hash }, note: text };
+  return { ...(await rememberConsistent(entry, entry.record)), checkpoint: cp };
+}
+
+export async function latestCheckpointNote() {
+  const r = await fetch("/log/checkpoint", { credentials: "omit" });
+  if (!r.ok) throw new Error(`GET /log/checkpoint: HTTP ${r.status}`);
+  return r.text();
+}
+
+async function rememberConsistent(env, rec) {
   const seen = load(CHECKPOINTS, []);
-  for (const old of seen) {
+  const same = (c) => c.record.tree_size === rec.tree_size;
+  if (seen.some((c) => same(c) && c.record.root_hash === rec.root_hash)) return { ok: true };
+  // The remembered ones were each proven consistent with the others, so the new one needs
+  // proofs only against its nearest smaller and larger neighbours (consistency is transitive).
+  const below = seen.filter((c) => c.record.tree_size <= rec.tree_size).sort((x, y) => y.record.tree_size - x.record.tree_size)[0];
+  const above = seen.filter((c) => c.record.tree_size >= rec.tree_size).sort((x, y) => x.record.tree_size - y.record.tree_size)[0];
+  for (const old of [below, above].filter(Boolean)) {
     const [a, b] = old.record.tree_size <= rec.tree_size ? [old, env] : [env, old];
     const proof = await getJson(`/log/proofs/consistency?first=${a.record.tree_size}&second=${b.record.tree_size}`);
     const ok = await verifyConsistency(a.record.tree_size, b.record.tree_size, hexToBytes(a.record.root_hash), hexToBytes(b.record.root_hash), proof.path.map(hexToBytes));
     if (!ok) return { ok: false, evidence: { remembered: old, offered: env } };
   }
-  if (!seen.some((c) => canonical(c) === canonical(env))) {
-    seen.push(env);
-    save(CHECKPOINTS, seen.slice(-20));
-  }
+  seen.push(env);
+  save(CHECKPOINTS, seen.slice(-20));
   return { ok: true };
 }
 
@@ -167,6 +193,8 @@ export async function onHandEnded(dealId, { history = false } = {}) {
   const keys = await keyChain(firstKeys, doc.key_rotations);
   const view = await observeCheckpoint(doc.checkpoint, keys).catch((e) => ({ ok: false, error: String(e.message || e) }));
   if (!view.ok) problems.push(view.error || "split view: this checkpoint is inconsistent with one you saw before");
+  const latest = await latestCheckpointNote().then((n) => observeCheckpointNote(n, keys)).catch((e) => ({ ok: false, error: String(e.message || e) }));
+  if (!latest.ok) problems.push(latest.error || "split view: the log's latest checkpoint is inconsistent with one you saw before");
   save(PREFIX + dealId, { ...own, checked: problems.length ? "alarm" : "ok", problems });
   if (!problems.length) {
     mark.className = "fair-ok";
@@ -180,7 +208,7 @@ export async function onHandEnded(dealId, { history = false } = {}) {
   shieldVerdict("alarm");
   mark.replaceChildren(`✘ ${t("fair_alarm")}: ${problems.join("; ")} `, evidenceLink(dealId, {
     deal_id: dealId, your_seed: own.seed, your_commitment: own.commitment, receipt: own.receipt || null,
-    transcript: doc, checkpoint: doc.checkpoint, remembered_checkpoints: rememberedCheckpoints(), split_view: view.evidence || null,
+    transcript: doc, checkpoint: doc.checkpoint, remembered_checkpoints: rememberedCheckpoints(), split_view: view.evidence || latest.evidence || null,
   }));
   return { ok: false, problems };
 }

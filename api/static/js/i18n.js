@@ -245,6 +245,10 @@ const T = {
     err_rematch_expired: "La propuesta caducó.", err_rematch_closed: "Esa propuesta ya terminó.",
     err_match_not_over: "La partida aún no ha terminado.",
     err_rematch_needs_players: "Solo se repite una partida entre jugadores.",
+    // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
+    cons_pair_ok: "el registro solo creció entre estos dos checkpoints firmados",
+    cons_no_checkpoint: "No hay checkpoint firmado de tamaño", cons_refused: "checkpoint rechazado",
+    cons_sizes: "Indica dos tamaños: el anterior no mayor que el actual",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -490,6 +494,10 @@ const T = {
     err_rematch_expired: "The proposal expired.", err_rematch_closed: "That proposal is over.",
     err_match_not_over: "The match is not over yet.",
     err_rematch_needs_players: "Only a match between players can be played again.",
+    // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
+    cons_pair_ok: "the log only grew between these two signed checkpoints",
+    cons_no_checkpoint: "No signed checkpoint of size", cons_refused: "checkpoint refused",
+    cons_sizes: "Give two sizes: the earlier one no larger than the current one",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

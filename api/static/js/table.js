@@ -349,8 +349,9 @@ export class Table {
       onclick: () => this.info.playAgain({ kind, tier: st.tier, partner, cpu }) });
   }
 
-  // The money of the match from the player's own statement (the ledger's truth): his stake
-  // and his share; the pot from the stake and the seats; the commission when he can know it.
+  // The money of the match from the player's own statement (the ledger's truth), shown to
+  // every player, the loser too: the pot, the house commission (the ledger's figure on the
+  // statement line once the pot is settled) and his own win or loss.
   async showMoney(mine) {
     const tier = this.view?.state?.tier;
     if (!tier || tier === "free") return;
@@ -366,19 +367,19 @@ export class Table {
       return el("tr", {}, el("th", { text: k }), td);
     };
     rows.replaceChildren(row(t("pot"), money(pot)), row(t("yourresult"), t("settling")));
-    let net = null, credit = 0;
-    for (let i = 0; i < 20 && net === null; i += 1) {
+    let net = null, credit = 0, commission = null;
+    for (let i = 0; i < 20 && (net === null || commission === null); i += 1) {
       try {
         const st = await get("/api/me/statement");
         const lines = st.lines.filter((l) => l.match_id === this.matchId);
         credit = lines.filter((l) => l.amount > 0).reduce((s, l) => s + l.amount, 0);
         if (!mine || credit > 0) net = credit - stake;
+        commission = lines.find((l) => Number.isInteger(l.commission))?.commission ?? null;
       } catch { /* shown as settling; the wallet has it */ }
-      if (net === null) await new Promise((r) => setTimeout(r, 500));
+      if (net === null || commission === null) await new Promise((r) => setTimeout(r, 500));
     }
     const out = [row(t("pot"), money(pot), "", "pot", pot)];
-    const winners = this.view?.state?.result?.winner_seats?.length || (this.pairs() ? 2 : 1);
-    if (mine && credit > 0) out.push(row(t("commission"), money(pot - credit * winners), "", "commission", pot - credit * winners));
+    if (commission !== null) out.push(row(t("commission"), money(commission), "", "commission", commission));
     if (net !== null) out.push(row(t("yourresult"), `${net >= 0 ? "+" : ""}${money(net)}`, net >= 0 ? "win" : "loss", "my-net", net));
     rows.replaceChildren(...out);
   }

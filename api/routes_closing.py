@@ -393,7 +393,10 @@ class ClosingController(GuardedController):
         report = await call("ledger", ledger.get(f"/v1/closes/{_day(day)}/draft", Any))
         if isinstance(report, dict) and "integrity_alerts" not in report:
             # not proposed yet: the alerts a proposal would carry now
-            report["integrity_alerts"] = msgspec.to_builtins(await _alerts(request, day))
+            summary = await _alerts(request, day)
+            section = msgspec.to_builtins(summary)
+            section["total"] = len(summary.alerts) + summary.truncated  # as the ledger adds it
+            report["integrity_alerts"] = section
         return report
 
     @get("/api/finance/closes/{day:str}", tags=["finance"], responses=READ_ERRORS)

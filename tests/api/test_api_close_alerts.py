@@ -104,6 +104,7 @@ async def test_the_signed_report_lists_the_days_alerts(
 
             draft = (await fa.get(f"/api/finance/closes/{today}/draft")).json()
             assert [a["id"] for a in draft["integrity_alerts"]["alerts"]] == ids
+            assert draft["integrity_alerts"]["total"] == 3
 
             r = await fa.post(f"/api/finance/closes/{today}/propose", json={"reason": "EOD"})
             assert r.status_code == 200, r.text

@@ -144,6 +144,9 @@ def test_close_the_day_on_a_phone_and_approve_on_a_desktop(served: str) -> None:
             assert "250.50" in phone.inner_text("#close-draft")
             alerts = phone.inner_text("#close-draft [data-test=close-alerts]")
             assert "cl_alert_a" in alerts and "cl_alert_b" in alerts and "2.5000" in alerts
+            phone.locator("[data-test=close-alerts]").scroll_into_view_if_needed()
+            _check(phone, "close (phone, draft with alerts)")
+            shot(phone, "closing-draft", full_page=True)
             phone.fill("#close-reason", "end of day")
             phone.tap("[data-test=close-propose]")
             phone.wait_for_selector("[data-test=close-pending]")

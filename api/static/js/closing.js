@@ -62,14 +62,14 @@ function alertsBox(integrity) {
   const box = el("div", { "data-test": "close-alerts" },
     el("h5", { text: t("close_alerts") }),
     el("p", { text: t("close_alerts_why") }));
-  if (!integrity.total) {
+  if (!integrity.by_kind.length) {
     box.append(el("p", { "data-test": "close-alerts-none", text: t("close_alerts_none") }));
     return box;
   }
   box.append(
     table(t("close_alerts_total"), [t("close_alert_kind"), t("close_count")],
       integrity.by_kind.map((k) => [kindOf(k.kind), { cls: "num", text: num(k.count) }])),
-    table(t("close_alerts"), [t("close_alert_id"), t("close_alert_kind"), t("close_alert_player"), t("close_alert_counterpart"), t("close_alert_score"), t("close_alert_raised")],
+    table(t("close_alerts_list"), [t("close_alert_id"), t("close_alert_kind"), t("close_alert_player"), t("close_alert_counterpart"), t("close_alert_score"), t("close_alert_raised")],
       integrity.alerts.map((a) => [{ cls: "num", text: String(a.id) }, kindOf(a.kind), a.player, a.counterpart || "", { cls: "num", text: a.score }, dateTime(a.raised_at)])));
   if (integrity.truncated) box.append(el("p", { text: `${num(integrity.truncated)} ${t("close_alerts_more")}` }));
   return box;

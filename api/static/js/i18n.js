@@ -205,7 +205,7 @@ const T = {
     err_random_only: "Elegiste jugar solo con rivales al azar: usa «Entrar rápido».",
     // finance, daily close: the day's integrity alerts in the report
     close_alerts: "Alertas de integridad del día", close_alerts_none: "Ninguna alerta de integridad ese día.",
-    close_alerts_total: "Alertas levantadas", close_alerts_more: "más sin listar",
+    close_alerts_total: "Alertas levantadas", close_alerts_list: "Alertas listadas", close_alerts_more: "más sin listar",
     close_alerts_why: "Leídas del registro de integridad al cerrar; su estado posterior no forma parte del informe.",
     close_alert_id: "Alerta", close_alert_kind: "Tipo", close_alert_player: "Jugador",
     close_alert_counterpart: "Contraparte", close_alert_score: "Puntaje", close_alert_raised: "Levantada",
@@ -415,7 +415,7 @@ const T = {
     err_random_only: "You chose to play only with random opponents: use Quick join.",
     // finance, daily close: the day's integrity alerts in the report
     close_alerts: "The day's integrity alerts", close_alerts_none: "No integrity alert that day.",
-    close_alerts_total: "Alerts raised", close_alerts_more: "more not listed",
+    close_alerts_total: "Alerts raised", close_alerts_list: "Alerts listed", close_alerts_more: "more not listed",
     close_alerts_why: "Read from the integrity store at the close; their later status is not part of the report.",
     close_alert_id: "Alert", close_alert_kind: "Kind", close_alert_player: "Player",
     close_alert_counterpart: "Counterpart", close_alert_score: "Score", close_alert_raised: "Raised",

@@ -37,8 +37,12 @@ The daily close (gateway only; `actor` is the finance user the gateway's session
     GET  /v1/closes/key                    -> CloseKey (the report signing key's public half)
     GET  /v1/closes/{day}                  -> the day's proposal or close (404 unknown_close)
     GET  /v1/closes/{day}/draft            -> the report a proposal would carry now
-    POST /v1/closes/{day}/propose          CloseAction (with `integrity`) -> the proposal
-    POST /v1/closes/{day}/approve          CloseAction -> the close (409 same_approver,
+    POST /v1/closes/{day}/propose          CloseAction (with `integrity`, the day's alerts as
+                                           the gateway read them; 400
+                                           integrity_summary_required / invalid_integrity_summary;
+                                           bodies up to 2 MiB) -> the proposal
+    POST /v1/closes/{day}/approve          CloseAction (with `integrity`) -> the close
+                                           (409 same_approver,
                                            409 report_changed)
     POST /v1/closes/{day}/withdraw         CloseAction -> the withdrawn proposal
     GET  /v1/players/{player}/activity?since=ISO[&since=ISO...]

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import re
 import secrets
-from datetime import date
+from datetime import UTC, date
 from typing import Any
 
 from litestar.datastructures import Cookie
@@ -30,6 +30,7 @@ from integrity.models import Alert
 from integrity.scan import ContractSources, ScanReport, scan
 from services.common.config import Settings
 from services.common.logging import get_logger
+from services.ledger.contract import MAX_CLOSE_ALERTS, CloseAlert, CloseAlertCount, CloseIntegrity
 from services.matchmaking.contract import PlayerTables
 
 log = get_logger()
@@ -161,3 +162,33 @@ async def stop_scanner(app: Any) -> None:
 async def alerts_of_day(db: AsyncEngine, day: date) -> list[Alert]:
     """The integrity alerts raised on one UTC day, for the daily report."""
     return await store.alerts_of_day(db, day)
+
+
+SCORE_DECIMALS = 4
+
+
+def close_alert(alert: Alert) -> CloseAlert:
+    """An alert as the daily report lists it: what was raised, not how it was handled (its
+    status may change after the close; the report does not)."""
+    return CloseAlert(
+        id=alert.id,
+        kind=alert.kind,
+        player=alert.player,
+        counterpart=alert.counterpart,
+        score=f"{round(alert.score, SCORE_DECIMALS):.{SCORE_DECIMALS}f}",
+        raised_at=alert.created_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+    )
+
+
+async def close_summary(db: AsyncEngine, day: date) -> CloseIntegrity:
+    """The day's alerts for the ledger's daily close, listed and counted in one snapshot."""
+    async with db.connect() as conn:
+        conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            listed = await store.alerts_of_day(conn, day, MAX_CLOSE_ALERTS)
+            counts = await store.kinds_of_day(conn, day)
+    return CloseIntegrity(
+        alerts=[close_alert(a) for a in listed],
+        by_kind=[CloseAlertCount(kind=k, count=counts[k]) for k in sorted(counts)],
+        truncated=max(0, sum(counts.values()) - len(listed)),
+    )

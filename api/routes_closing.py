@@ -10,6 +10,7 @@ covers (docs/explanation/daily-close.md).
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import io
 import re
@@ -22,13 +23,17 @@ from litestar.params import FromPath, FromQuery, JSONBody
 from api import staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentSession, GuardedController, requires_role
+from api.integrity import close_summary
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_money import _cell, _csv_lines
 from api.staff_audit import Reason
 from services.common.errors import ServiceError
-from services.ledger.contract import CloseAction, CloseKey
+from services.ledger.contract import CloseAction, CloseIntegrity, CloseKey
 
 DAY_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# the days the ledger closes (ledger.closing's bounds)
+FIRST_DAY = dt.date(2000, 1, 1)
+LAST_DAY = dt.date(9000, 12, 31)
 
 CSV_COLUMNS = (
     "section",
@@ -43,7 +48,15 @@ CSV_COLUMNS = (
     "pot_total",
     "commission",
     "ok",
+    "kind",
+    "player",
+    "counterpart",
+    "score",
+    "raised_at",
 )
+# the sheets of the integrity sections hold only their own columns
+ALERT_COLUMNS = ("item", "kind", "player", "counterpart", "score", "raised_at")
+COUNT_COLUMNS = ("item", "count")
 
 
 class CloseRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -128,14 +141,28 @@ def report_rows(document: dict[str, Any]) -> list[dict[str, Any]]:
     head = report["chain_head"]
     rows.append({"section": "chain_head", "item": "entry_id", "amount": head["entry_id"]})
     rows.append({"section": "chain_head", "item": "chain_hash", "amount": head["chain_hash"]})
+    integrity = report.get("integrity_alerts")
+    if isinstance(integrity, dict):
+        for item in ("total", "truncated"):
+            rows.append({"section": "integrity_summary", "item": item, "count": integrity[item]})
+        for k in integrity["by_kind"]:
+            rows.append({"section": "integrity_by_kind", "item": k["kind"], "count": k["count"]})
+        for a in integrity["alerts"]:
+            rows.append({"section": "integrity_alerts", "item": a["id"], **_alert_cells(a)})
     return rows
+
+
+def _alert_cells(alert: dict[str, Any]) -> dict[str, Any]:
+    return {c: alert[c] for c in ALERT_COLUMNS[1:]}
 
 
 def render_csv(signed: dict[str, Any]) -> str:
     lines: list[list[Any]] = [list(CSV_COLUMNS)]
     for row in report_rows(signed["document"]):
         lines.append([_value(row.get(c)) for c in CSV_COLUMNS])
-    lines.append(["signature", "ed25519", "", "", signed["signature"]] + [""] * 7)
+    lines.append(
+        ["signature", "ed25519", "", "", signed["signature"]] + [""] * (len(CSV_COLUMNS) - 5)
+    )
     return _csv_lines(lines)
 
 
@@ -156,17 +183,26 @@ def render_xlsx(signed: dict[str, Any]) -> bytes:
     sheets: dict[str, Any] = {}
     for row in report_rows(signed["document"]):
         section = row["section"]
+        columns = _sheet_columns(section)
         sheet = sheets.get(section)
         if sheet is None:
             sheet = sheets[section] = book.create_sheet(section[:31])
-            sheet.append(list(CSV_COLUMNS[1:]))
-        sheet.append([_xlsx_value(row.get(c)) for c in CSV_COLUMNS[1:]])
+            sheet.append(list(columns))
+        sheet.append([_xlsx_value(row.get(c)) for c in columns])
     signature = book.create_sheet("signature")
     signature.append(["algorithm", "signature", "public_key"])
     signature.append(["ed25519", signed["signature"], signed["document"].get("public_key")])
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
+
+
+def _sheet_columns(section: str) -> tuple[str, ...]:
+    if section == "integrity_alerts":
+        return ALERT_COLUMNS
+    if section.startswith("integrity_"):
+        return COUNT_COLUMNS
+    return CSV_COLUMNS[1 : CSV_COLUMNS.index("ok") + 1]
 
 
 def _xlsx_value(value: Any) -> Any:
@@ -189,6 +225,37 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _alerts_html(integrity: Any) -> str:
+    if not isinstance(integrity, dict):
+        return ""
+    parts = [
+        "<h2>Integrity alerts raised this day</h2>",
+        f"<p>{int(integrity['total'])} alerts, as the gateway read them from the integrity "
+        "store at the close (their later status is not part of the report).</p>",
+        _table(["Kind", "Alerts"], [[k["kind"], k["count"]] for k in integrity["by_kind"]]),
+    ]
+    if integrity["alerts"]:
+        parts.append(
+            _table(
+                ["Alert", "Kind", "Player", "Counterpart", "Score", "Raised at (UTC)"],
+                [
+                    [
+                        a["id"],
+                        a["kind"],
+                        a["player"],
+                        a["counterpart"] or "",
+                        a["score"],
+                        a["raised_at"],
+                    ]
+                    for a in integrity["alerts"]
+                ],
+            )
+        )
+    if integrity["truncated"]:
+        parts.append(f"<p>{int(integrity['truncated'])} more not listed.</p>")
+    return "".join(parts)
 
 
 def render_html(signed: dict[str, Any]) -> str:
@@ -265,6 +332,7 @@ def render_html(signed: dict[str, Any]) -> str:
                 for c in report["reconciliation"]["checks"]
             ],
         ),
+        _alerts_html(report.get("integrity_alerts")),
         "<h2>Signature</h2>",
         f"<p>Ed25519 over the canonical JSON of the document. Public key "
         f"<code>{e(str(doc.get('public_key')))}</code>; signature "
@@ -291,6 +359,16 @@ async def _closed(request: Request[Any, Any, Any], day: str) -> dict[str, Any]:
     }
 
 
+async def _alerts(request: Request[Any, Any, Any], day: str) -> CloseIntegrity:
+    try:
+        the_day = dt.date.fromisoformat(day)
+    except ValueError:
+        raise ServiceError(400, "invalid_date", "day must be YYYY-MM-DD") from None
+    if not FIRST_DAY <= the_day <= LAST_DAY:
+        raise ServiceError(400, "invalid_date", f"day must be {FIRST_DAY} to {LAST_DAY}")
+    return await close_summary(request.app.state.db, the_day)
+
+
 class ClosingController(GuardedController):
     """Close a day with four eyes, and the closed days' signed reports: finance only."""
 
@@ -312,7 +390,14 @@ class ClosingController(GuardedController):
     async def draft(self, request: Request[Any, Any, Any], day: FromPath[str]) -> Any:
         """The report a proposal of the day would carry now (a closed day: its report)."""
         ledger = get_backends(request.app.state).ledger
-        return await call("ledger", ledger.get(f"/v1/closes/{_day(day)}/draft", Any))
+        report = await call("ledger", ledger.get(f"/v1/closes/{_day(day)}/draft", Any))
+        if isinstance(report, dict) and "integrity_alerts" not in report:
+            # not proposed yet: the alerts a proposal would carry now
+            summary = await _alerts(request, day)
+            section = msgspec.to_builtins(summary)
+            section["total"] = len(summary.alerts) + summary.truncated  # as the ledger adds it
+            report["integrity_alerts"] = section
+        return report
 
     @get("/api/finance/closes/{day:str}", tags=["finance"], responses=READ_ERRORS)
     async def close_of_day(self, request: Request[Any, Any, Any], day: FromPath[str]) -> Any:
@@ -395,15 +480,19 @@ class ClosingController(GuardedController):
 
 async def _act(request: Request[Any, Any, Any], user: Any, day: str, verb: str, reason: str) -> Any:
     ledger = get_backends(request.app.state).ledger
+    action = CloseAction(actor=user.id)
+    if verb in ("propose", "approve"):
+        # the ledger signs the day's alerts as attested here (it cannot read the store)
+        action = CloseAction(actor=user.id, integrity=await _alerts(request, day))
     result: dict[str, Any] = await call(
-        "ledger",
-        ledger.post(f"/v1/closes/{day}/{verb}", CloseAction(actor=user.id), dict[str, Any]),
+        "ledger", ledger.post(f"/v1/closes/{day}/{verb}", action, dict[str, Any])
     )
     detail: dict[str, Any] = {"status": result.get("status")}
     report = result.get("report")
     if isinstance(report, dict):
         detail["chain_head"] = report.get("chain_head")
         detail["reconciliation_ok"] = report.get("reconciliation", {}).get("ok")
+        detail["integrity_alerts"] = (report.get("integrity_alerts") or {}).get("total")
     await staff_audit.record(
         request.app.state.db, user, f"finance.close_{verb}", f"day:{day}", reason, detail
     )

@@ -218,6 +218,19 @@ async def alerts_of_day(db: Db, day: date, limit: int = MAX_DAY_ALERTS) -> list[
     return [_alert(r) for r in rows]
 
 
+async def kinds_of_day(db: Db, day: date) -> dict[str, int]:
+    """How many alerts of each kind were raised on one UTC day (all of them, unlisted too)."""
+    start, end = day_bounds(day)
+    query = (
+        sa.select(alerts.c.kind, sa.func.count())
+        .where(alerts.c.created_at >= start, alerts.c.created_at < end)
+        .group_by(alerts.c.kind)
+    )
+    async with _tx(db) as conn:
+        rows = (await conn.execute(query)).all()
+    return {str(kind): int(count) for kind, count in rows}
+
+
 # --- withdrawal holds ------------------------------------------------------------------------
 
 

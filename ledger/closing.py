@@ -288,6 +288,59 @@ async def chain_head(conn: asyncpg.Connection, end: dt.datetime) -> Row:
     return {"entry_id": int(last), "chain_hash": running.hex()}
 
 
+# --- the day's integrity alerts --------------------------------------------------------------
+
+MAX_ALERTS_LISTED = 5000
+MAX_ALERT_KINDS = 100
+
+
+def integrity_section(day: dt.date, summary: Row) -> Row:
+    """The report's `integrity_alerts` section from the gateway's summary of the day's alerts
+    (the integrity store is not the ledger's to read): checked to be canonical, so the same
+    alerts always give the same signed bytes. Raises 400 `invalid_integrity_summary`."""
+
+    def bad(detail: str) -> LedgerError:
+        return LedgerError(400, "invalid_integrity_summary", detail)
+
+    alerts = [dict(a) for a in summary["alerts"]]
+    by_kind = [dict(k) for k in summary["by_kind"]]
+    truncated = int(summary.get("truncated", 0))
+    if len(alerts) > MAX_ALERTS_LISTED or len(by_kind) > MAX_ALERT_KINDS or truncated < 0:
+        raise bad(f"at most {MAX_ALERTS_LISTED} alerts and {MAX_ALERT_KINDS} kinds")
+    ids = [int(a["id"]) for a in alerts]
+    if any(b <= a for a, b in zip(ids, ids[1:], strict=False)):
+        raise bad("alerts must be sorted by id, each once")
+    if any(not str(a["raised_at"]).startswith(day.isoformat()) for a in alerts):
+        raise bad(f"every alert must be raised on {day} (UTC)")
+    kinds = [str(k["kind"]) for k in by_kind]
+    if any(b <= a for a, b in zip(kinds, kinds[1:], strict=False)):
+        raise bad("by_kind must be sorted by kind, each once")
+    counts = {str(k["kind"]): int(k["count"]) for k in by_kind}
+    listed: dict[str, int] = {}
+    for a in alerts:
+        listed[str(a["kind"])] = listed.get(str(a["kind"]), 0) + 1
+    if any(listed[k] > counts.get(k, 0) for k in listed):
+        raise bad("by_kind must count every listed alert")
+    if sum(counts.values()) != len(alerts) + truncated:
+        raise bad("by_kind must add up to the alerts listed plus truncated")
+    return {
+        "alerts": [
+            {
+                "id": int(a["id"]),
+                "kind": str(a["kind"]),
+                "player": str(a["player"]),
+                "counterpart": None if a["counterpart"] is None else str(a["counterpart"]),
+                "score": str(a["score"]),
+                "raised_at": str(a["raised_at"]),
+            }
+            for a in alerts
+        ],
+        "by_kind": [{"kind": k, "count": counts[k]} for k in kinds],
+        "total": len(alerts) + truncated,
+        "truncated": truncated,
+    }
+
+
 # --- the close ------------------------------------------------------------------------------
 
 
@@ -313,8 +366,9 @@ async def _seal_through(conn: asyncpg.Connection, day: dt.date) -> None:
     raise LedgerError(503, "chain_behind", "the hash chain is not sealed through the day yet")
 
 
-async def compute(pool: asyncpg.Pool, day: dt.date) -> Computed:
-    """The day's report as the books stand now (nothing written)."""
+async def compute(pool: asyncpg.Pool, day: dt.date, section: Row | None = None) -> Computed:
+    """The day's report as the books stand now (nothing written); with `section` (from
+    `integrity_section`), the day's integrity alerts as its `integrity_alerts` section."""
     async with pool.acquire() as conn:
         # every entry id up to the horizon is final, so one snapshot taken after it holds
         # every entry of the day that had committed (or will ever commit) below it
@@ -322,6 +376,8 @@ async def compute(pool: asyncpg.Pool, day: dt.date) -> Computed:
         await _seal_through(conn, day)
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             report = build_report(await read_day(conn, day))
+    if section is not None:
+        report["integrity_alerts"] = section
     return Computed(report=report, horizon=horizon)
 
 
@@ -418,11 +474,14 @@ async def listing(conn: asyncpg.Connection, limit: int = MAX_CLOSES_LISTED) -> R
     }
 
 
-async def propose(pool: asyncpg.Pool, day: dt.date, actor: str, now: dt.datetime) -> Row:
+async def propose(
+    pool: asyncpg.Pool, day: dt.date, actor: str, now: dt.datetime, integrity: Row | None = None
+) -> Row:
     """Record `actor`'s proposal to close `day` with the report as it stands now."""
+    section = None if integrity is None else integrity_section(day, integrity)
     async with pool.acquire() as conn:
         await check_closable(conn, day, now)
-    computed = await compute(pool, day)
+    computed = await compute(pool, day, section)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", CLOSE_LOCK_KEY)
         await check_closable(conn, day, now)
@@ -451,17 +510,28 @@ async def _proposal(conn: asyncpg.Connection, day: dt.date) -> Any:
 
 
 async def approve(
-    pool: asyncpg.Pool, day: dt.date, actor: str, now: dt.datetime, key: Ed25519PrivateKey
+    pool: asyncpg.Pool,
+    day: dt.date,
+    actor: str,
+    now: dt.datetime,
+    key: Ed25519PrivateKey,
+    integrity: Row | None = None,
 ) -> Row:
-    """Close `day`: `actor` (not the proposer) approves the report, recomputed now."""
+    """Close `day`: `actor` (not the proposer) approves the report, recomputed now (with the
+    day's integrity alerts as the gateway reads them now)."""
+    section = None if integrity is None else integrity_section(day, integrity)
     async with pool.acquire() as conn:
         proposal = await _proposal(conn, day)
     if proposal["proposed_by"] == actor:
         raise LedgerError(409, "same_approver", "the proposer of a close cannot approve it")
-    computed = await compute(pool, day)
-    if canonical(computed.report) != canonical(msgspec.json.decode(proposal["report"])):
+    computed = await compute(pool, day, section)
+    proposed = msgspec.json.decode(proposal["report"])
+    if canonical(computed.report) != canonical(proposed):
+        what = "books"
+        if computed.report.get("integrity_alerts") != proposed.get("integrity_alerts"):
+            what = "integrity alerts"
         raise LedgerError(
-            409, "report_changed", f"the books of {day} changed since the proposal; withdraw it"
+            409, "report_changed", f"the {what} of {day} changed since the proposal; withdraw it"
         )
     end = reports.day_bounds(day)[1]
     async with pool.acquire() as conn, conn.transaction():

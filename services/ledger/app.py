@@ -514,6 +514,21 @@ def _signing_key(state: State) -> Ed25519PrivateKey:
         raise ServiceError(503, "no_report_key", f"report key {path}: {exc}"[:200]) from None
 
 
+# A proposal or approval carries up to MAX_CLOSE_ALERTS alerts (about 330 bytes each at most):
+# more than the services' default body limit.
+CLOSE_MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+def _integrity(data: CloseAction) -> dict[str, Any]:
+    """The day's integrity alerts a proposal or an approval must carry (the report's section)."""
+    if data.integrity is None:
+        raise ServiceError(
+            400, "integrity_summary_required", "a close carries the day's integrity alerts"
+        )
+    found: dict[str, Any] = msgspec.to_builtins(data.integrity)
+    return found
+
+
 @get("/v1/closes", opt=REPORT_READERS)
 async def closes(state: State) -> Response[Any]:
     async with _ledger(state).pool.acquire() as conn:
@@ -550,26 +565,40 @@ async def close_draft(day: FromPath[str], state: State) -> Response[Any]:
     return _json(reports.to_json(report))
 
 
-@post("/v1/closes/{day:str}/propose", status_code=200, opt=REPORT_READERS)
+@post(
+    "/v1/closes/{day:str}/propose",
+    status_code=200,
+    opt=REPORT_READERS,
+    request_max_body_size=CLOSE_MAX_BODY_BYTES,
+)
 async def close_propose(
     day: FromPath[str], state: State, data: JSONBody[CloseAction]
 ) -> Response[Any]:
     try:
-        found = await closing.propose(_ledger(state).pool, _day(day), data.actor, _now(state))
+        found = await closing.propose(
+            _ledger(state).pool, _day(day), data.actor, _now(state), _integrity(data)
+        )
     except LedgerError as exc:
         raise _refused(exc, "close_propose") from None
     log.info("day_close_proposed", day=day, actor=data.actor)
     return _json(reports.to_json(found))
 
 
-@post("/v1/closes/{day:str}/approve", status_code=200, opt=REPORT_READERS)
+@post(
+    "/v1/closes/{day:str}/approve",
+    status_code=200,
+    opt=REPORT_READERS,
+    request_max_body_size=CLOSE_MAX_BODY_BYTES,
+)
 async def close_approve(
     day: FromPath[str], state: State, data: JSONBody[CloseAction]
 ) -> Response[Any]:
     the_day = _day(day)
     key = _signing_key(state)
     try:
-        found = await closing.approve(_ledger(state).pool, the_day, data.actor, _now(state), key)
+        found = await closing.approve(
+            _ledger(state).pool, the_day, data.actor, _now(state), key, _integrity(data)
+        )
     except LedgerError as exc:
         raise _refused(exc, "close_approve") from None
     log.info("day_closed", day=day, actor=data.actor)

@@ -37,8 +37,12 @@ The daily close (gateway only; `actor` is the finance user the gateway's session
     GET  /v1/closes/key                    -> CloseKey (the report signing key's public half)
     GET  /v1/closes/{day}                  -> the day's proposal or close (404 unknown_close)
     GET  /v1/closes/{day}/draft            -> the report a proposal would carry now
-    POST /v1/closes/{day}/propose          CloseAction -> the proposal
-    POST /v1/closes/{day}/approve          CloseAction -> the close (409 same_approver,
+    POST /v1/closes/{day}/propose          CloseAction (with `integrity`, the day's alerts as
+                                           the gateway read them; 400
+                                           integrity_summary_required / invalid_integrity_summary;
+                                           bodies up to 2 MiB) -> the proposal
+    POST /v1/closes/{day}/approve          CloseAction (with `integrity`) -> the close
+                                           (409 same_approver,
                                            409 report_changed)
     POST /v1/closes/{day}/withdraw         CloseAction -> the withdrawn proposal
     GET  /v1/players/{player}/activity?since=ISO[&since=ISO...]
@@ -90,6 +94,8 @@ __all__ = [
     "PotSeat",
     "SettledPot",
     "SettledPotPage",
+    "MAX_CLOSE_ALERTS",
+    "MAX_CLOSE_ALERT_KINDS",
     "MAX_JOURNAL_PAGE",
     "MAX_POTS_PAGE",
     "MAX_STATEMENT_PAGE",
@@ -98,6 +104,9 @@ __all__ = [
     "SETTLEMENT_FILE_CHARS",
     "AccountOpened",
     "CloseAction",
+    "CloseAlert",
+    "CloseAlertCount",
+    "CloseIntegrity",
     "CloseKey",
     "SettlementUpload",
     "JournalPage",
@@ -290,10 +299,48 @@ class JournalPage(msgspec.Struct, frozen=True):
     next: str | None = None  # "ENTRY:LEG" of the last row, when more follow
 
 
+MAX_CLOSE_ALERTS = 5000  # alerts listed in a day's report; beyond, only counted (`truncated`)
+MAX_CLOSE_ALERT_KINDS = 100
+CloseAlertPlayer = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.@:-]{1,64}$")]
+CloseAlertKind = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+
+
+class CloseAlert(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One integrity alert raised on the day, as the gateway attests it for the report."""
+
+    id: Annotated[int, msgspec.Meta(ge=1)]
+    kind: CloseAlertKind
+    player: CloseAlertPlayer
+    counterpart: CloseAlertPlayer | None
+    # fixed precision, as text: the signed document holds no floats
+    score: Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]{1,20}\.[0-9]{4}$")]
+    raised_at: Annotated[
+        str,
+        msgspec.Meta(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z$"),
+    ]
+
+
+class CloseAlertCount(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    kind: CloseAlertKind
+    count: Annotated[int, msgspec.Meta(ge=1, le=10_000_000)]
+
+
+class CloseIntegrity(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The day's integrity alerts, read by the gateway from the integrity store (the ledger
+    cannot read it): listed by id up to `MAX_CLOSE_ALERTS`, `truncated` more beyond, and
+    counted by kind (all of them, sorted by kind)."""
+
+    alerts: Annotated[list[CloseAlert], msgspec.Meta(max_length=MAX_CLOSE_ALERTS)]
+    by_kind: Annotated[list[CloseAlertCount], msgspec.Meta(max_length=MAX_CLOSE_ALERT_KINDS)]
+    truncated: Annotated[int, msgspec.Meta(ge=0, le=10_000_000)] = 0
+
+
 class CloseAction(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Who proposes, approves or withdraws a day's close (the gateway's user id)."""
+    """Who proposes, approves or withdraws a day's close (the gateway's user id); a proposal
+    and an approval carry the day's integrity alerts (required there, ignored by withdraw)."""
 
     actor: Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
+    integrity: CloseIntegrity | None = None
 
 
 class CloseKey(msgspec.Struct, frozen=True):

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from integrity import store
+from integrity.models import NewAlert
+from services.common.db import create_engine
 from services.common.migrate import upgrade
 from tests.api.api_helpers import PASSWORD, make_user
 from tests.api.platform_stack import COMPONENTS, platform
@@ -48,6 +51,7 @@ def served(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> 
     upgrade(database_url, COMPONENTS)
     for name, role in (("cl_fa", "finance"), ("cl_fb", "finance"), ("cl_pl", "player")):
         asyncio.run(make_user(database_url, name, role))
+    asyncio.run(_plant_alerts(database_url))
     key_dir: Path = tmp_path_factory.mktemp("keys")
     ready = threading.Event()
     stop: dict[str, Any] = {}
@@ -71,6 +75,28 @@ def served(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> 
     finally:
         loop.call_soon_threadsafe(stop["event"].set)
         thread.join(30)
+
+
+async def _plant_alerts(database_url: str) -> None:
+    """Two integrity alerts raised today: the draft and the report list them."""
+    engine = create_engine(database_url)
+    try:
+        await store.raise_alerts(
+            engine,
+            [
+                NewAlert(
+                    kind="pair_flow",
+                    player=player,
+                    dedup_key=f"cl:{player}",
+                    score=2.5,
+                    figures={},
+                    counterpart="cl_pl",
+                )
+                for player in ("cl_alert_a", "cl_alert_b")
+            ],
+        )
+    finally:
+        await engine.dispose()
 
 
 def _sign_in(page: Any, base: str, name: str) -> None:
@@ -116,6 +142,11 @@ def test_close_the_day_on_a_phone_and_approve_on_a_desktop(served: str) -> None:
                 raise AssertionError(phone.inner_text("#fin-close")) from None
             assert phone.get_attribute("[data-test=close-recon]", "data-ok") == "true"
             assert "250.50" in phone.inner_text("#close-draft")
+            alerts = phone.inner_text("#close-draft [data-test=close-alerts]")
+            assert "cl_alert_a" in alerts and "cl_alert_b" in alerts and "2.5000" in alerts
+            phone.locator("[data-test=close-alerts]").scroll_into_view_if_needed()
+            _check(phone, "close (phone, draft with alerts)")
+            shot(phone, "closing-draft", full_page=True)
             phone.fill("#close-reason", "end of day")
             phone.tap("[data-test=close-propose]")
             phone.wait_for_selector("[data-test=close-pending]")

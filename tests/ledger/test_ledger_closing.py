@@ -32,7 +32,8 @@ from ledger.errors import LedgerError
 from ledger.ops import Ledger, Winner
 from services.common.migrate import ensure_app_role
 from services.common.secret_file import write_secret_file
-from services.ledger.app import create_app
+from services.ledger.app import CLOSE_MAX_BODY_BYTES, create_app
+from services.ledger.contract import MAX_CLOSE_ALERT_KINDS, MAX_CLOSE_ALERTS, CloseAction
 from tests.conftest import PgCluster, make_settings
 from tests.service_auth import AS_DECLARED, CallerByRoute, ledger_caller
 
@@ -412,6 +413,103 @@ def refusal(response: Any, status: int, code: str) -> None:
     assert response.json()["error"] == code, response.text
 
 
+NO_ALERTS: dict[str, Any] = {"alerts": [], "by_kind": []}
+
+
+def act(actor: str, integrity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A proposal's or approval's body: the actor and the day's integrity alerts (none)."""
+    return {"actor": actor, "integrity": NO_ALERTS if integrity is None else integrity}
+
+
+def alert_line(alert_id: int, day: str, kind: str = "pair_flow") -> dict[str, Any]:
+    return {
+        "id": alert_id,
+        "kind": kind,
+        "player": "p1",
+        "counterpart": "p2",
+        "score": "1.5000",
+        "raised_at": f"{day}T10:00:00.000000Z",
+    }
+
+
+def test_the_largest_integrity_summary_fits_a_close_request() -> None:
+    longest = {
+        "id": 2**63 - 1,
+        "kind": "k" * 40,
+        "player": "p" * 64,
+        "counterpart": "c" * 64,
+        "score": "-" + "9" * 20 + ".9999",
+        "raised_at": "2026-12-01T23:59:59.999999Z",
+    }
+    kinds = [{"kind": f"k{i:039d}", "count": 10_000_000} for i in range(MAX_CLOSE_ALERT_KINDS)]
+    body = act("u" * 64, {"alerts": [longest] * MAX_CLOSE_ALERTS, "by_kind": kinds})
+    body["integrity"]["truncated"] = 10_000_000
+    encoded = msgspec.json.encode(body)
+    msgspec.json.decode(encoded, type=CloseAction)  # valid as far as the Struct goes
+    assert len(encoded) < CLOSE_MAX_BODY_BYTES
+
+
+async def test_the_service_refuses_a_malformed_integrity_summary(
+    service: AsyncTestClient[Any], books: Ledger
+) -> None:
+    await funded(books, "svi", 1_000)
+    today = utc_now().date().isoformat()
+    yesterday = (utc_now().date() - dt.timedelta(days=1)).isoformat()
+    two = [alert_line(1, today), alert_line(2, today)]
+    counted = [{"kind": "pair_flow", "count": 2}]
+    one = {"kind": "pair_flow", "count": 1}
+    too_many = [alert_line(i, today) for i in range(1, 5_002)]
+    malformed: list[tuple[dict[str, Any], str]] = [
+        ({"actor": "u-1"}, "integrity_summary_required"),
+        (
+            act("u-1", {"alerts": too_many, "by_kind": [{"kind": "pair_flow", "count": 5_001}]}),
+            "invalid_request",
+        ),
+        (act("u-1", {"alerts": two, "by_kind": counted, "extra": 1}), "invalid_request"),
+        (
+            act("u-1", {"alerts": [{**two[0], "status": "open"}], "by_kind": counted}),
+            "invalid_request",
+        ),
+        (act("u-1", {"alerts": [{**two[0], "score": 1.5}], "by_kind": counted}), "invalid_request"),
+        (act("u-1", {"alerts": two[::-1], "by_kind": counted}), "invalid_integrity_summary"),
+        (act("u-1", {"alerts": [two[0], two[0]], "by_kind": counted}), "invalid_integrity_summary"),
+        (
+            act("u-1", {"alerts": two, "by_kind": [{"kind": "pair_flow", "count": 3}]}),
+            "invalid_integrity_summary",
+        ),
+        (act("u-1", {"alerts": two, "by_kind": []}), "invalid_integrity_summary"),
+        (
+            act("u-1", {"alerts": [alert_line(1, yesterday)], "by_kind": [one]}),
+            "invalid_integrity_summary",
+        ),
+    ]
+    for body, code in malformed:
+        refusal(await service.post(f"/v1/closes/{today}/propose", json=body), 400, code)
+    # nothing was proposed
+    assert (await service.get("/v1/closes")).json()["closes"] == []
+    good = {"alerts": two, "by_kind": counted, "truncated": 0}
+    proposed = await service.post(f"/v1/closes/{today}/propose", json=act("u-1", good))
+    assert proposed.status_code == 200, proposed.text
+    for body, code in malformed:
+        body = {**body, "actor": "u-2"}
+        refusal(await service.post(f"/v1/closes/{today}/approve", json=body), 400, code)
+    assert (await service.get(f"/v1/closes/{today}")).json()["status"] == "proposed"
+    # the same alerts with a later-listed one: the report changed
+    three = {
+        "alerts": [*two, alert_line(3, today, "structuring")],
+        "by_kind": [*counted, {"kind": "structuring", "count": 1}],
+    }
+    refusal(
+        await service.post(f"/v1/closes/{today}/approve", json=act("u-2", three)),
+        409,
+        "report_changed",
+    )
+    closed = await service.post(f"/v1/closes/{today}/approve", json=act("u-2", good))
+    assert closed.status_code == 200, closed.text
+    section = closed.json()["signed"]["document"]["report"]["integrity_alerts"]
+    assert section == {**good, "total": 2}
+
+
 async def test_the_close_through_the_service_and_verify_report(
     service: AsyncTestClient[Any], books: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -443,14 +541,14 @@ async def test_the_close_through_the_service_and_verify_report(
     draft = (await service.get(f"/v1/closes/{today}/draft")).json()
     assert activity(draft, "deposits") == {"count": 1, "amount": 4_321}
 
-    proposed = await service.post(f"/v1/closes/{today}/propose", json={"actor": "u-1"})
+    proposed = await service.post(f"/v1/closes/{today}/propose", json=act("u-1"))
     assert proposed.status_code == 200, proposed.text
     refusal(
-        await service.post(f"/v1/closes/{today}/approve", json={"actor": "u-1"}),
+        await service.post(f"/v1/closes/{today}/approve", json=act("u-1")),
         409,
         "same_approver",
     )
-    closed = await service.post(f"/v1/closes/{today}/approve", json={"actor": "u-2"})
+    closed = await service.post(f"/v1/closes/{today}/approve", json=act("u-2"))
     assert closed.status_code == 200, closed.text
     signed = closed.json()["signed"]
     key = (await service.get("/v1/closes/key")).json()

@@ -2,7 +2,7 @@
 // second finance user approves or withdraws a pending proposal; closed days with downloads.
 // The ledger enforces the rules (four eyes, days in order); this page only shows them.
 import { get, post, el, ApiError } from "./api.js";
-import { t, has, money, dateTime } from "./i18n.js";
+import { t, has, money, num, dateTime } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const REPORT_FORMATS = [["json", "close_json"], ["csv", "close_csv"], ["xlsx", "close_xlsx"], ["html", "close_print"]];
@@ -51,7 +51,28 @@ export function renderReport(report) {
     table(t("commission"), [t("close_tier"), t("variant"), t("currency"), t("close_matches"), t("pot"), t("commission")],
       report.commission.map((c) => [c.tier, c.variant, c.currency, { cls: "num", text: String(c.matches) }, cents(c.pot_total, c.currency), cents(c.commission, c.currency)])),
     el("p", {}, el("span", { text: `${t("close_chain_head")}: ` }), el("code", { class: "hash", text: report.chain_head.chain_hash })),
+    alertsBox(report.integrity_alerts),
   );
+}
+
+// The day's integrity alerts as the report carries them (the gateway read them at the close).
+function alertsBox(integrity) {
+  if (!integrity) return "";
+  const kindOf = (kind) => (has(`kind_${kind}`) ? t(`kind_${kind}`) : kind);
+  const box = el("div", { "data-test": "close-alerts" },
+    el("h5", { text: t("close_alerts") }),
+    el("p", { text: t("close_alerts_why") }));
+  if (!integrity.by_kind.length) {
+    box.append(el("p", { "data-test": "close-alerts-none", text: t("close_alerts_none") }));
+    return box;
+  }
+  box.append(
+    table(t("close_alerts_total"), [t("close_alert_kind"), t("close_count")],
+      integrity.by_kind.map((k) => [kindOf(k.kind), { cls: "num", text: num(k.count) }])),
+    table(t("close_alerts_list"), [t("close_alert_id"), t("close_alert_kind"), t("close_alert_player"), t("close_alert_counterpart"), t("close_alert_score"), t("close_alert_raised")],
+      integrity.alerts.map((a) => [{ cls: "num", text: String(a.id) }, kindOf(a.kind), a.player, a.counterpart || "", { cls: "num", text: a.score }, dateTime(a.raised_at)])));
+  if (integrity.truncated) box.append(el("p", { text: `${num(integrity.truncated)} ${t("close_alerts_more")}` }));
+  return box;
 }
 
 function reasonOf() {

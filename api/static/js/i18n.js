@@ -249,6 +249,13 @@ const T = {
     cons_pair_ok: "el registro solo creció entre estos dos checkpoints firmados",
     cons_no_checkpoint: "No hay checkpoint firmado de tamaño", cons_refused: "checkpoint rechazado",
     cons_sizes: "Indica dos tamaños: el anterior no mayor que el actual",
+    // finance, daily close: the day's integrity alerts in the report
+    close_alerts: "Alertas de integridad del día", close_alerts_none: "Ninguna alerta de integridad ese día.",
+    close_alerts_total: "Alertas levantadas", close_alerts_list: "Alertas listadas", close_alerts_more: "más sin listar",
+    close_alerts_why: "Leídas del registro de integridad al cerrar; su estado posterior no forma parte del informe.",
+    close_alert_id: "Alerta", close_alert_kind: "Tipo", close_alert_player: "Jugador",
+    close_alert_counterpart: "Contraparte", close_alert_score: "Puntaje", close_alert_raised: "Levantada",
+    err_invalid_integrity_summary: "El resumen de alertas de integridad no es válido.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -498,6 +505,13 @@ const T = {
     cons_pair_ok: "the log only grew between these two signed checkpoints",
     cons_no_checkpoint: "No signed checkpoint of size", cons_refused: "checkpoint refused",
     cons_sizes: "Give two sizes: the earlier one no larger than the current one",
+    // finance, daily close: the day's integrity alerts in the report
+    close_alerts: "The day's integrity alerts", close_alerts_none: "No integrity alert that day.",
+    close_alerts_total: "Alerts raised", close_alerts_list: "Alerts listed", close_alerts_more: "more not listed",
+    close_alerts_why: "Read from the integrity store at the close; their later status is not part of the report.",
+    close_alert_id: "Alert", close_alert_kind: "Kind", close_alert_player: "Player",
+    close_alert_counterpart: "Counterpart", close_alert_score: "Score", close_alert_raised: "Raised",
+    err_invalid_integrity_summary: "The integrity alert summary is not valid.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -7,13 +7,21 @@ with, an unknown match and an unknown player all answer the same 404 `unknown_ma
 `REPORTS_PER_DAY` reports a day; the same player and match reported again answers the first
 report. Reports are append-only for the application (`gateway.player_reports`).
 
-`GET /api/compliance/reports` (compliance): the reports, newest first, a page at a time.
+`GET /api/compliance/reports` (compliance): the reports, newest first, a page at a time,
+optionally about one player.
+
+Each new report also raises (or updates) a low-score `player_report` integrity alert about the
+reported player, one per player and UTC month (`player_report:PLAYER:YYYY-MM`), in the same
+transaction as the report: reports enter the compliance queue next to the scan's alerts, and
+several reports about one player add up in one alert (its figures count them, its evidence
+lists them) instead of flooding the queue. A month whose alert was closed gets no new one:
+the reports are still listed, and the next month opens a new alert.
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -21,16 +29,23 @@ import sqlalchemy as sa
 from litestar import Request, get, post
 from litestar.params import JSONBody, Parameter
 from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from api.backends import call, get_backends
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.schema import player_reports
+from integrity import store as integrity_store
+from integrity.models import EvidenceRef, NewAlert
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.engine.contract import PublicMatchState
 
 REPORTS_PER_DAY = 10
+# A report is a lead, not a finding: its alert sorts below the detectors' (whose scores are
+# around 1 and more at their thresholds) until several reporters agree.
+REPORT_ALERT_SCORE = 0.1
+MAX_REPORT_ALERT_SCORE = 1.0
 MAX_TEXT = 500
 MAX_PAGE = 200
 Category = Literal["collusion", "cheating", "abuse", "bot", "other"]
@@ -94,6 +109,54 @@ async def _played_together(
         raise _unknown()
 
 
+async def _raise_report_alert(
+    conn: AsyncConnection, reported: str, report_id: int, at: datetime
+) -> None:
+    """The reported player's `player_report` alert of the report's month, with the month's
+    counts as figures and this report as evidence."""
+    month_start = at.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    counts = (
+        await conn.execute(
+            sa.select(sa.func.count(), sa.func.count(sa.distinct(player_reports.c.reporter))).where(
+                player_reports.c.reported == reported,
+                player_reports.c.created_at >= month_start,
+            )
+        )
+    ).one()
+    reports, reporters = int(counts[0]), int(counts[1])
+    row = (
+        await conn.execute(
+            sa.select(
+                player_reports.c.reporter, player_reports.c.match_id, player_reports.c.category
+            ).where(player_reports.c.id == report_id)
+        )
+    ).one()
+    await integrity_store.raise_alerts(
+        conn,
+        [
+            NewAlert(
+                kind="player_report",
+                player=reported,
+                dedup_key=f"player_report:{reported}:{month_start:%Y-%m}",
+                score=min(MAX_REPORT_ALERT_SCORE, round(REPORT_ALERT_SCORE * reporters, 3)),
+                figures={"reports": reports, "reporters": reporters},
+                evidence=[
+                    EvidenceRef(
+                        kind="report",
+                        ref=str(report_id),
+                        detail={
+                            "reporter": row.reporter,
+                            "match_id": row.match_id,
+                            "category": row.category,
+                            "at": at.isoformat(),
+                        },
+                    )
+                ],
+            )
+        ],
+    )
+
+
 class ReportController(GuardedController):
     """A player's report of another player he played with."""
 
@@ -150,6 +213,7 @@ class ReportController(GuardedController):
                     .returning(player_reports.c.id, player_reports.c.created_at)
                 )
             ).one()
+            await _raise_report_alert(conn, data.player, row.id, row.created_at)
         log.info("player_report", report_id=row.id, category=data.category)
         return ReportReceived(report_id=row.id, received_at=row.created_at)
 

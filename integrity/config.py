@@ -73,6 +73,13 @@ class IntegrityConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, k
     # Shared device or address: this many accounts at one paid match from one device/address.
     shared_accounts_min: Annotated[int, msgspec.Meta(ge=2, le=16)] = 2
 
+    # Deliberate losing (integrity/losing.py): at most this many hands of the window are
+    # replayed per scan; a player needs `losing_min_opportunities` positions where a gift was
+    # avoidable, and gifts `losing_z_alert` standard deviations above chance, to alert.
+    losing_max_hands: Annotated[int, msgspec.Meta(ge=1, le=200_000)] = 20_000
+    losing_min_opportunities: Count = 12
+    losing_z_alert: Annotated[float, msgspec.Meta(gt=0, le=100)] = 4.0
+
 
 def load(raw_json: str) -> IntegrityConfig:
     """The thresholds from `MESA_INTEGRITY_THRESHOLDS` (empty: the defaults); ValueError with

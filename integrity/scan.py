@@ -9,10 +9,17 @@ gateway's seat observations, run every detector, store the alerts.
   (`lookback_h`) again, at most `MAX_ROWS_PER_SOURCE` rows of each history, because the
   detectors' figures (a pair's net flow, a player's timing spread) are over the window.
 - Idempotent: every alert has a dedup key; a rescan updates the open alert.
+- Deliberate losing: the played hands of the window's finished matches come from the
+  engine's hands route (true deal and moves), at most `losing_max_hands` of them, with each
+  match's stake and currency from the ledger's pots and its private flag from the seat
+  observations; `integrity.losing.scan_losing` replays them in a worker thread (it is pure
+  CPU) and each outlier becomes a `deliberate_losing` alert, one per player and month, with
+  the gifted hands (deal and match) as evidence.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Protocol
 
@@ -23,17 +30,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from integrity import store
 from integrity.config import IntegrityConfig
 from integrity.detectors import detect
+from integrity.losing import HandRecord, LosingReport, MoveRecord, ScanLimits, scan_losing
 from integrity.models import (
     ActionTiming,
     CashierMove,
+    EvidenceRef,
     History,
+    NewAlert,
     PotRecord,
     SeatResult,
     SeatSighting,
 )
 from integrity.schema import SCAN_LOCK_KEY
 from services.common.http import InternalClient
-from services.engine.contract import MAX_TIMINGS_PAGE, TimingPage
+from services.engine.contract import MAX_HANDS_PAGE, MAX_TIMINGS_PAGE, HandPage, TimingPage
 from services.ledger.contract import MAX_INTEGRITY_PAGE, CashierMovePage, SettledPotPage
 
 MAX_ROWS_PER_SOURCE = 200_000
@@ -47,6 +57,10 @@ class Sources(Protocol):
     async def cashier(self, since: str, after: int) -> CashierMovePage: ...
 
     async def timings(self, since: str, after: str | None) -> TimingPage: ...
+
+    async def hands(
+        self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE
+    ) -> HandPage: ...
 
 
 class ContractSources:
@@ -70,6 +84,12 @@ class ContractSources:
             params["after"] = after
         return await self.engine.get("/internal/integrity/timings", TimingPage, params)
 
+    async def hands(self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE) -> HandPage:
+        params: dict[str, str | int] = {"since": since, "limit": limit}
+        if after:
+            params["after"] = after
+        return await self.engine.get("/internal/integrity/hands", HandPage, params)
+
 
 class ScanReport(msgspec.Struct, frozen=True):
     ran: bool
@@ -78,6 +98,7 @@ class ScanReport(msgspec.Struct, frozen=True):
     moves: int = 0
     matches_timed: int = 0
     sightings: int = 0
+    hands: int = 0  # hands replayed by the deliberate-losing detector
     alerts: int = 0
     new_alerts: int = 0
 
@@ -91,11 +112,13 @@ async def _nothing_new(db: AsyncEngine, sources: Sources, since: str) -> bool:
     cashier_at = int(await store.get_cursor(db, "cashier") or 0)
     timings_at = await store.get_cursor(db, "timings")
     seats_at = int(await store.get_cursor(db, "seats") or 0)
+    hands_at = await store.get_cursor(db, "hands")
     far_past = dt.datetime.fromtimestamp(0, dt.UTC)
     return (
         not (await sources.pots(since, pots_at)).pots
         and not (await sources.cashier(since, cashier_at)).moves
         and not (await sources.timings(since, timings_at)).matches
+        and not (await sources.hands(since, hands_at, 1)).hands
         and not await store.sightings(db, since=far_past, after_id=seats_at, limit=1)
     )
 
@@ -178,6 +201,111 @@ async def read_history(
     return history, cursors
 
 
+async def read_hands(
+    sources: Sources, since: dt.datetime, pots: list[PotRecord], max_hands: int
+) -> tuple[list[HandRecord], str | None]:
+    """The played hands of the window's finished matches (at most `max_hands`, oldest match
+    first) as the deliberate-losing detector reads them, and the cursor reached."""
+    money: dict[str, tuple[int, str, bool | None]] = {
+        p.match_id: (max((s.stake for s in p.seats), default=0), p.currency, p.private)
+        for p in pots
+    }
+    out: list[HandRecord] = []
+    cursor: str | None = None
+    iso = since.isoformat()
+    while len(out) < max_hands:
+        page = await sources.hands(iso, cursor)
+        for h in page.hands[: max_hands - len(out)]:
+            stake, currency, private = money.get(h.match_id, (0, "USD", None))
+            out.append(
+                HandRecord(
+                    deal_id=h.deal_id,
+                    match_id=h.match_id,
+                    variant=h.variant,
+                    options=h.options,
+                    players=tuple(h.players),
+                    hands=tuple(tuple(x) for x in h.hands),
+                    stock=tuple(h.stock),
+                    opener=h.opener,
+                    first_hand=h.first_hand,
+                    scores=tuple(h.scores),
+                    moves=tuple(MoveRecord(m.tile, m.end, m.seat) for m in h.moves),
+                    stake_cents=stake,
+                    currency=currency,
+                    private=bool(private),
+                )
+            )
+        if page.next is not None:
+            cursor = page.next
+        if not page.more:
+            break
+    return out, cursor
+
+
+def losing_alerts(report: LosingReport, month: str, z_alert: float = 4.0) -> list[NewAlert]:
+    """A `deliberate_losing` alert per outlier, keyed by player and month: the gifts as
+    `deal` evidence (with their match) and the gifted hands' matches as `match` evidence, so
+    the compliance screen links to the hands. Its score is `chance_z` over its threshold, as
+    the other detectors' scores are their figure over their threshold."""
+    out = []
+    for f in report.outliers:
+        evidence = [
+            EvidenceRef(
+                kind="deal",
+                ref=e.deal_id,
+                detail={
+                    "match_id": e.match_id,
+                    "move_index": e.move_index,
+                    "tile": e.tile,
+                    "counterpart": e.counterpart,
+                    "stake_cents": e.stake_cents,
+                    "currency": e.currency,
+                    "private": e.private,
+                },
+            )
+            for e in f.evidence
+        ]
+        matches: dict[str, EvidenceRef] = {}
+        for e in f.evidence:
+            matches.setdefault(
+                e.match_id,
+                EvidenceRef(kind="match", ref=e.match_id, detail={"private": e.private}),
+            )
+        figures: dict[str, int | float | str | bool | None] = {
+            "score": round(f.score, 4),
+            "gifts": f.gifts,
+            "opportunities": f.opportunities,
+            "hands": f.hands,
+            "chance_rate": round(f.chance_rate, 4),
+            "chance_z": round(f.chance_z, 2),
+            "population_rate": round(f.population_rate, 4),
+            "cpu_baseline_rate": f.cpu_baseline_rate,
+            "z_score": None if f.z_score is None else round(f.z_score, 2),
+            "percentile": None if f.percentile is None else round(f.percentile, 4),
+            "wilson_low": round(f.wilson_low, 4),
+            "paid_gifts": f.paid_gifts,
+            "private_gifts": f.private_gifts,
+            "counterpart_gifts": f.counterpart_gifts,
+        }
+        # One currency shown as money; several (rare) as a count of gifts only.
+        if len(f.counterpart_stakes) == 1:
+            [(currency, cents)] = f.counterpart_stakes.items()
+            figures["currency"] = currency
+            figures["counterpart_stake_cents"] = cents
+        out.append(
+            NewAlert(
+                kind="deliberate_losing",
+                player=f.player,
+                counterpart=f.top_counterpart,
+                dedup_key=f"{f.dedup_key}:{month}",
+                score=round(f.chance_z / z_alert, 3),
+                figures=figures,
+                evidence=[*evidence, *matches.values()],
+            )
+        )
+    return out
+
+
 async def scan(
     db: AsyncEngine,
     sources: Sources,
@@ -204,6 +332,17 @@ async def scan(
                 return ScanReport(ran=False, why="nothing new")
             history, cursors = await read_history(db, sources, start)
             alerts = detect(history, cfg)
+            hands, hands_at = await read_hands(sources, start, history.pots, cfg.losing_max_hands)
+            if hands:
+                limits = ScanLimits(
+                    max_hands=cfg.losing_max_hands,
+                    min_opportunities=cfg.losing_min_opportunities,
+                    z_alert=cfg.losing_z_alert,
+                )
+                losing = await asyncio.to_thread(scan_losing, hands, limits)
+                alerts.extend(losing_alerts(losing, now.strftime("%Y-%m"), cfg.losing_z_alert))
+            if hands_at is not None:
+                cursors["hands"] = hands_at
             raised: list[store.Raised] = []
             for i in range(0, len(alerts), store.MAX_RAISE_BATCH):
                 raised.extend(await store.raise_alerts(db, alerts[i : i + store.MAX_RAISE_BATCH]))
@@ -216,6 +355,7 @@ async def scan(
                 moves=len(history.moves),
                 matches_timed=len({t.match_id for t in history.timings}),
                 sightings=len(history.sightings),
+                hands=len(hands),
                 alerts=len(raised),
                 new_alerts=sum(1 for r in raised if r.created),
             )

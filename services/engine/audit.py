@@ -153,7 +153,7 @@ async def list_transcripts(
     )
 
 
-async def _match_events(engine: Any, match_id: str) -> list[Any]:
+async def match_events(engine: Any, match_id: str) -> list[Any]:
     """Every event of the match as seat 0 sees it (hand_ended and hand_started are public)."""
     out: list[Any] = []
     after = 0
@@ -235,9 +235,16 @@ async def _draw_transcript(
     return doc
 
 
-async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
+async def build_transcript(
+    state: State, deal: str, *, events: list[Any] | None = None, proofs: bool = True
+) -> dict[str, Any] | None:
     """The transcript of a finished hand from the log (commitment, proof, checkpoint, keys) and
-    the match's public events (seeds, moves, result); the deal is recomputed from the seeds."""
+    the match's public events (seeds, moves, result); the deal is recomputed from the seeds.
+
+    `events`: the match's events when the caller already read them (a scan reading every hand
+    of a match reads them once). `proofs=False`: the played hand only (no proofs, checkpoint
+    or keys, and no opening draws), for readers inside the platform such as the integrity
+    scan; it is not a `Transcript` document."""
     engine = state.get("engine")
     store = _store(state)
     try:
@@ -247,14 +254,15 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
     commitment = json.loads(await store.leaf(index))
     record = commitment["record"]
     if record.get("purpose") in DRAW_PURPOSES:
-        return await _draw_transcript(store, deal, index, commitment)
+        return await _draw_transcript(store, deal, index, commitment) if proofs else None
     if record.get("purpose", "deal") != "deal" or engine is None or "/" not in deal:
         return None
     match_id = deal.rsplit("/", 1)[0]
-    try:
-        events = await _match_events(engine, match_id)
-    except ServiceError:
-        return None
+    if events is None:
+        try:
+            events = await match_events(engine, match_id)
+        except ServiceError:
+            return None
     started = next(
         (e.data for e in events if e.kind == "hand_started" and e.data.get("deal_id") == deal), None
     )
@@ -321,6 +329,8 @@ async def build_transcript(state: State, deal: str) -> dict[str, Any] | None:
         "moves": list(ended.get("moves") or []),
         "result": result,
     }
+    if not proofs:
+        return doc
     doc = await _proved(store, doc, deal, index)
     # Same shape as fairness.transcript.Transcript (unknown keys would be refused).
     msgspec.convert(doc, Transcript)

@@ -15,6 +15,9 @@ Routes (all under the service credential):
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
 - GET  /internal/integrity/timings?since=ISO[&after=CURSOR][&limit=N] -> TimingPage (finished
   matches, oldest first: each player's response times; for the integrity scan)
+- GET  /internal/integrity/hands?since=ISO[&after=CURSOR][&limit=N] -> HandPage (the played
+  hands of finished matches, oldest match first, same cursor as timings; for the scan's
+  deliberate-losing detector)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
 (deal, timeout, bot move) raises it by one and emits one or more events with that seq. An action must carry
@@ -288,4 +291,39 @@ class TimingPage(msgspec.Struct, frozen=True):
     # the position after this page's last match (null when empty): the `after` of the next
     # page, or of a later read when `more` is false
     next: str | None = None
+    more: bool = False
+
+
+MAX_HANDS_PAGE = 50  # matches per page (each with all its hands)
+MAX_HANDS_PER_MATCH = 64
+
+
+class HandMove(msgspec.Struct, frozen=True, omit_defaults=True):
+    tile: str
+    end: str | None = None
+    seat: int | None = None
+
+
+class FinishedHand(msgspec.Struct, frozen=True, kw_only=True):
+    """One played hand of a finished match, as its transcript holds it (the true deal and
+    the moves), with the seated players' real ids (`players[s]`: None for a CPU seat)."""
+
+    deal_id: str
+    match_id: str
+    tier: str
+    variant: str
+    options: dict[str, Any]
+    players: list[str | None]
+    hands: list[list[str]]
+    stock: list[str]
+    opener: int | None
+    first_hand: bool
+    scores: list[int]
+    moves: list[HandMove]
+    closed_at_ms: int  # when the match closed
+
+
+class HandPage(msgspec.Struct, frozen=True):
+    hands: list[FinishedHand]
+    next: str | None = None  # as TimingPage.next
     more: bool = False

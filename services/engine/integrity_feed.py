@@ -17,9 +17,15 @@ from litestar.params import Parameter
 from services.common.auth import GATEWAY, INTEGRITY, callers_opt
 from services.common.errors import ServiceError
 from services.engine import records
+from services.engine.audit import build_transcript, match_events
 from services.engine.contract import (
+    MAX_HANDS_PAGE,
+    MAX_HANDS_PER_MATCH,
     MAX_TIMINGS_PAGE,
     MAX_TIMINGS_PER_MATCH,
+    FinishedHand,
+    HandMove,
+    HandPage,
     MatchTimings,
     SeatTiming,
     TimingPage,
@@ -117,4 +123,82 @@ async def integrity_timings(
     return TimingPage(matches=matches, next=cursor, more=len(rows) == limit)
 
 
-INTEGRITY_ROUTES = [integrity_timings]
+def _players(spec: dict[str, Any]) -> dict[int, str]:
+    return {
+        int(s["seat"]): str(s["player_id"])
+        for s in spec.get("seats", [])
+        if not s.get("bot") and s.get("player_id")
+    }
+
+
+@get("/internal/integrity/hands", opt=callers_opt(GATEWAY, INTEGRITY))
+async def integrity_hands(
+    state: State,
+    since: Annotated[str, Parameter(min_length=1, max_length=40)],
+    after: Annotated[str | None, Parameter(max_length=160)] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_HANDS_PAGE)] = MAX_HANDS_PAGE,
+) -> HandPage:
+    """The played hands (true deal and moves) of the finished matches closed at or after
+    `since`, after the cursor `after`, oldest match first; at most `limit` matches and
+    `MAX_HANDS_PER_MATCH` hands of each. Opening draws and hands without a result are left
+    out."""
+    at, after_match = _cursor(after)
+    pool: asyncpg.Pool = state.db
+    rows = await pool.fetch(
+        "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
+        " JOIN engine.matches m ON m.match_id = c.match_id"
+        " WHERE c.status = 'finished' AND c.closed_at >= $1 AND (c.closed_at, c.match_id) > ($2, $3)"
+        " ORDER BY c.closed_at, c.match_id LIMIT $4",
+        _since(since),
+        at,
+        after_match,
+        limit,
+    )
+    engine = state.get("engine")
+    out: list[FinishedHand] = []
+    for row in rows:
+        doc = row["spec"] if isinstance(row["spec"], dict) else msgspec.json.decode(row["spec"])
+        spec: dict[str, Any] = doc.get("spec", {})
+        players = _players(spec)
+        try:
+            events = await match_events(engine, row["match_id"]) if engine is not None else []
+        except ServiceError:
+            events = []
+        deals = list(
+            dict.fromkeys(
+                str(e.data["deal_id"])
+                for e in events
+                if e.kind == "hand_ended" and e.data.get("deal_id")
+            )
+        )
+        for deal in deals[:MAX_HANDS_PER_MATCH]:
+            hand = await build_transcript(state, deal, events=events, proofs=False)
+            if hand is None:
+                continue
+            record = hand["commitment"]["record"]
+            seats = len(record.get("seats") or []) or len(hand["deal"]["hands"])
+            out.append(
+                FinishedHand(
+                    deal_id=deal,
+                    match_id=row["match_id"],
+                    tier=str(spec.get("tier", "free")),
+                    variant=str(record["variant"]),
+                    options=dict(record.get("options") or {}),
+                    players=[players.get(s) for s in range(seats)],
+                    hands=hand["deal"]["hands"],
+                    stock=hand["deal"]["stock"],
+                    opener=hand["opener"],
+                    first_hand=hand["first_hand"],
+                    scores=[int(x) for x in hand["scores"]],
+                    moves=[msgspec.convert(m, HandMove) for m in hand["moves"]],
+                    closed_at_ms=int(row["closed_at"].timestamp() * 1000),
+                )
+            )
+    cursor = None
+    if rows:
+        micros = int(rows[-1]["closed_at"].timestamp() * 1_000_000)
+        cursor = f"{micros}:{rows[-1]['match_id']}"
+    return HandPage(hands=out, next=cursor, more=len(rows) == limit)
+
+
+INTEGRITY_ROUTES = [integrity_timings, integrity_hands]

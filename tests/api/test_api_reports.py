@@ -116,6 +116,29 @@ async def test_reports_reach_compliance_and_reveal_nothing(
             assert rest.json()["reports"][0]["id"] == first
             only = await comp.get("/api/compliance/reports", params={"reported": "rp_dan"})
             assert [x["reported"] for x in only.json()["reports"]] == ["rp_dan"]
+
+            # Each report is also in the reported player's player_report alert of the month:
+            # a second reporter adds to the same alert, a replay adds nothing.
+            r = await ps["rp_dan"].post(
+                "/api/reports", json={"match_id": m2, "player": "rp_bob", "category": "bot"}
+            )
+            assert r.status_code == 200, r.text
+            second = r.json()["report_id"]
+            alerts = await comp.get(
+                "/api/compliance/alerts", params={"kind": "player_report", "player": "rp_bob"}
+            )
+            [alert] = [a for a in alerts.json()["alerts"] if a["player"] == "rp_bob"]
+            assert alert["figures"] == {"reports": 2, "reporters": 2}
+            assert alert["dedup_key"].startswith("player_report:rp_bob:20")
+            assert 0 < alert["score"] < 1
+            detail = (await comp.get(f"/api/compliance/alerts/{alert['id']}")).json()
+            refs = sorted((o["kind"], o["ref"]) for o in detail["other"])
+            assert refs == sorted([("report", str(first)), ("report", str(second))])
+            assert {o["detail"]["category"] for o in detail["other"]} == {"collusion", "bot"}
+            dan = await comp.get(
+                "/api/compliance/alerts", params={"kind": "player_report", "player": "rp_dan"}
+            )
+            assert [a["figures"]["reports"] for a in dan.json()["alerts"]] == [1]
         assert (await ps["rp_ana"].get("/api/compliance/reports")).status_code == 403
 
         # Ten a day: rp_bob has made one; nine more made earlier today (here by SQL).

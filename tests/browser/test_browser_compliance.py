@@ -1,6 +1,8 @@
 """The compliance screen on a phone and a desktop: the alert list and one alert's evidence
 fit every width, pass axe-core, keep touch targets at 44 px, and an action without its reason
-is not sent. The API is answered by fixed documents (the routes have their own tests)."""
+is not sent; players' reports are listed next to the alerts and inside the reported player's
+alert, and a deliberate_losing alert shows its gifted hands with links to their transcripts.
+The API is answered by fixed documents (the routes have their own tests)."""
 
 from __future__ import annotations
 
@@ -86,6 +88,65 @@ DETAIL = {
     ],
     "other": [],
 }
+LOSING = {
+    **ALERT,
+    "id": 8,
+    "kind": "deliberate_losing",
+    "player": "beto_el_grande",
+    "counterpart": "ana.martinez",
+    "score": 9.4,
+    "figures": {
+        "score": 1.0,
+        "gifts": 31,
+        "opportunities": 31,
+        "hands": 50,
+        "chance_rate": 0.42,
+        "chance_z": 9.4,
+        "population_rate": 0.21,
+        "cpu_baseline_rate": 0.0,
+        "z_score": 5.1,
+        "percentile": 1.0,
+        "wilson_low": 0.89,
+        "paid_gifts": 31,
+        "private_gifts": 31,
+        "counterpart_gifts": 31,
+        "currency": "USD",
+        "counterpart_stake_cents": 248000,
+    },
+    "dedup_key": "deliberate_losing:beto_el_grande:2026-12",
+}
+LOSING_DETAIL = {
+    **DETAIL,
+    "alert": LOSING,
+    "flows": [],
+    "entries": [],
+    "matches": DETAIL["matches"][:1],
+    "other": [
+        {
+            "kind": "deal",
+            "ref": f"m-2026-12-01-abcdef0123456789/{n}",
+            "detail": {
+                "match_id": "m-2026-12-01-abcdef0123456789",
+                "move_index": 5,
+                "tile": "6-4",
+                "counterpart": "ana.martinez",
+                "stake_cents": 8000,
+                "currency": "USD",
+                "private": True,
+            },
+        }
+        for n in range(3)
+    ],
+}
+REPORT = {
+    "id": 3,
+    "created_at": "2026-12-02T00:30:00Z",
+    "reporter": "carla_reporta",
+    "reported": "beto_el_grande",
+    "match_id": "m-2026-12-01-abcdef0123456789",
+    "category": "collusion",
+    "text": "Se dejó ganar tres manos seguidas.",
+}
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +182,19 @@ def _open(browser: Any, context_of: Any, base: str, posted: list[str]) -> Any:
             }
         elif "/api/compliance/alerts/7" in url:
             body = DETAIL
+        elif "/api/compliance/alerts/8" in url:
+            body = LOSING_DETAIL
         elif "/api/compliance/alerts" in url:
             body = {
-                "alerts": [ALERT, {**ALERT, "id": 6, "kind": "steady_timing", "counterpart": None}],
+                "alerts": [
+                    LOSING,
+                    ALERT,
+                    {**ALERT, "id": 6, "kind": "steady_timing", "counterpart": None},
+                ],
                 "next": None,
             }
+        elif "/api/compliance/reports" in url:
+            body = {"reports": [REPORT], "next": None}
         else:
             route.fulfill(status=404, body="{}", content_type="application/json")
             return
@@ -144,7 +213,7 @@ def test_compliance_screen_fits_passes_axe_and_wants_a_reason(browser: Any, size
         page = _open(browser, phone_context if size == "phone" else desktop_context, base, posted)
         assert_fits(page, "the alert list")
         assert axe_serious(page) == []
-        page.locator("[data-test=cmp-alert] button").first.click()
+        page.locator("[data-test=cmp-alert] button").nth(1).click()
         page.wait_for_selector("#cmp-detail:not([hidden]) [data-test=cmp-close]")
         assert_fits(page, "an alert's evidence")
         assert axe_serious(page) == []
@@ -159,4 +228,40 @@ def test_compliance_screen_fits_passes_axe_and_wants_a_reason(browser: Any, size
         page.wait_for_function("() => document.getElementById('cmp-status').textContent.length > 0")
         page.wait_for_timeout(100)
         assert any(u.endswith("/api/compliance/players/beto_el_grande/hold") for u in posted)
+        page.context.close()
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_reports_and_a_deliberate_losing_alert(browser: Any, size: str) -> None:
+    posted: list[str] = []
+    with static_server() as base:
+        page = _open(browser, phone_context if size == "phone" else desktop_context, base, posted)
+        page.wait_for_selector("#cmp-reports [data-test=cmp-report]")
+        listed = page.locator("#cmp-reports [data-test=cmp-report]").inner_text()
+        assert "beto_el_grande" in listed and "carla_reporta" in listed
+        assert "Colusión" in listed  # the category in the page's language
+        page.locator("[data-test=cmp-alert] button").first.click()
+        page.wait_for_selector("#cmp-detail:not([hidden]) [data-test=cmp-gift]")
+        detail = page.locator("#cmp-detail")
+        assert "Pierde a propósito" in detail.inner_text()
+        # figures carry their labels, not the raw field names
+        labels = detail.locator("dl.facts dt").all_inner_texts()
+        assert "Desviaciones sobre el azar" in labels and "chance z" not in labels
+        assert not [x for x in labels if "_" in x]
+        gifts = detail.locator("[data-test=cmp-gift]")
+        assert gifts.count() == 3
+        href = gifts.first.get_attribute("href")
+        assert href == "/api/transcripts/m-2026-12-01-abcdef0123456789/0"
+        about = detail.locator("[data-test=cmp-player-reports]")
+        assert "carla_reporta" in about.inner_text()
+        assert_fits(page, "a deliberate_losing alert with reports")
+        assert axe_serious(page) == []
+        assert small_targets(page, "#screen-compliance") == []
+        shot(page, f"compliance-losing-{size}", full_page=True)
+        # English: the labels change language too
+        page.locator("#lang").click()
+        page.locator("[data-test=cmp-alert] button").first.click()
+        page.wait_for_selector("#cmp-detail:not([hidden]) [data-test=cmp-gift]")
+        labels = page.locator("#cmp-detail dl.facts dt").all_inner_texts()
+        assert "Deviations above chance" in labels
         page.context.close()

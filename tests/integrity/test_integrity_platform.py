@@ -16,12 +16,13 @@ import sqlalchemy as sa
 from api.integrity import DEVICE_COOKIE, _observe
 from integrity import store
 from integrity.config import IntegrityConfig
+from integrity.losing import scan_losing
 from integrity.models import EvidenceRef, History, NewAlert
-from integrity.scan import ContractSources, scan
+from integrity.scan import ContractSources, read_hands, scan
 from integrity.schema import SCAN_LOCK_KEY
 from services.common.http import RemoteError
 from services.common.migrate import upgrade
-from services.engine.contract import MatchTimings, SeatTiming, TimingPage
+from services.engine.contract import HandPage, MatchTimings, SeatTiming, TimingPage
 from services.ledger.contract import (
     CashierMove,
     CashierMovePage,
@@ -111,11 +112,24 @@ async def test_a_played_paid_match_reaches_the_scan_through_the_contracts(
         timed = [m for m in (await sources.timings(since, None)).matches if m.match_id == match_id]
         assert timed and {t.player for t in timed[0].timings} == {"ip_ana", "ip_beto"}
         assert all(t.delta_ms >= 0 for t in timed[0].timings)
+
+        # the played hands, true deal and moves, with the real player ids: the deliberate-
+        # losing detector replays every one of them with the rules
+        since_dt = dt.datetime.fromisoformat(since)
+        hands, reached = await read_hands(sources, since_dt, [], 1000)
+        played = [x for x in hands if x.match_id == match_id]
+        assert played and reached
+        assert all(set(x.players) == {"ip_ana", "ip_beto"} for x in played)
+        assert all(x.deal_id.startswith(match_id + "/") and x.moves for x in played)
+        replayed = scan_losing(played)
+        assert (replayed.hands_scanned, replayed.hands_skipped) == (len(played), 0)
+        assert {f.player for f in replayed.findings} <= {"ip_ana", "ip_beto"}
         # bad input is refused with its reason, not answered with a 500
         for client, path in (
             (backends.ledger, "/v1/integrity/pots"),
             (backends.ledger, "/v1/integrity/cashier"),
             (backends.engine, "/internal/integrity/timings"),
+            (backends.engine, "/internal/integrity/hands"),
         ):
             with pytest.raises(RemoteError) as refused:
                 await client.get(path, dict, {"since": "yesterday"})
@@ -125,9 +139,14 @@ async def test_a_played_paid_match_reaches_the_scan_through_the_contracts(
                 "/internal/integrity/timings", dict, {"since": since, "after": "x"}
             )
         assert bad_cursor.value.code == "invalid_cursor"
+        with pytest.raises(RemoteError) as bad_hands_cursor:
+            await backends.engine.get(
+                "/internal/integrity/hands", dict, {"since": since, "after": "x"}
+            )
+        assert bad_hands_cursor.value.code == "invalid_cursor"
         # the seat observations: one device, one address, at a private table, hashed
         report = await scan(p.gateway.state.db, sources, IntegrityConfig())
-        assert report.ran and report.pots >= 1 and report.sightings == 2
+        assert report.ran and report.pots >= 1 and report.sightings == 2 and report.hands >= 1
         page = await store.list_alerts(p.gateway.state.db, player="ip_ana")
         kinds = {a.kind for a in page.alerts}
         assert {"shared_device", "shared_address"} <= kinds
@@ -190,6 +209,9 @@ class FakeSources:
             by_match.setdefault(t.match_id, []).append(SeatTiming(t.player, t.delta_ms, t.at_ms))
         matches = [MatchTimings(m, "10", ts[-1].at_ms, ts) for m, ts in by_match.items()]
         return TimingPage(matches=matches, next="done" if matches else None)
+
+    async def hands(self, since: str, after: str | None, limit: int = 50) -> HandPage:
+        return HandPage(hands=[])
 
 
 async def test_a_scan_stores_planted_abuse_once_and_one_scan_runs_at_a_time(

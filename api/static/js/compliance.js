@@ -1,12 +1,15 @@
 // Compliance screen: integrity alerts, one alert's evidence, and the officer's actions (hold
-// withdrawals, freeze the account, close the alert), each with the reason the audit log keeps.
+// withdrawals, freeze the account, close the alert), each with the reason the audit log keeps;
+// players' reports (newest first, by reported player), also inside a player's alert.
 import { get, post, el, ApiError } from "./api.js";
 import { t, has, money, dateTime } from "./i18n.js";
 
 const $ = (id) => document.getElementById(id);
 const KINDS = ["pair_flow", "repeated_losing", "chain", "little_play", "rapid_in_out", "structuring",
-  "steady_timing", "around_clock", "shared_device", "shared_address"];
+  "steady_timing", "around_clock", "shared_device", "shared_address", "deliberate_losing", "player_report"];
+const CATEGORIES = ["collusion", "cheating", "abuse", "bot", "other"];
 let before = null;
+let reportsBefore = null;
 
 const kindName = (k) => (has("kind_" + k) ? t("kind_" + k) : k);
 
@@ -43,6 +46,32 @@ export async function loadCompliance(more = false) {
   if (!list.children.length) list.append(el("li", { class: "empty", text: t("cmp_none") }));
   before = page.next;
   $("cmp-more").hidden = !page.next;
+  if (!more) await loadReports().catch((e) => say(refusal(e), true));
+}
+
+const categoryName = (c) => (CATEGORIES.includes(c) ? t("rep_cat_" + c) : c);
+
+function reportItem(r) {
+  const li = el("li", { "data-test": "cmp-report" },
+    el("span", { class: "grow" },
+      el("strong", { text: r.reported }), ` · ${categoryName(r.category)}`,
+      el("span", { class: "sub", text: `${dateTime(r.created_at)} · ${t("cmp_reporter")}: ${r.reporter} · ${t("cmp_match")} ${String(r.match_id).slice(0, 12)}` })));
+  if (r.text) li.querySelector(".grow").append(el("span", { class: "sub", text: r.text }));
+  return li;
+}
+
+export async function loadReports(more = false) {
+  const params = new URLSearchParams({ limit: "20" });
+  const who = String(new FormData($("cmp-rep-filter")).get("reported") || "").trim().toLowerCase();
+  if (who) params.set("reported", who);
+  if (more && reportsBefore) params.set("before", String(reportsBefore));
+  const page = await get(`/api/compliance/reports?${params}`);
+  const list = $("cmp-reports");
+  if (!more) list.replaceChildren();
+  for (const r of page.reports) list.append(reportItem(r));
+  if (!list.children.length) list.append(el("li", { class: "empty", text: t("cmp_reports_none") }));
+  reportsBefore = page.next;
+  $("cmp-reports-more").hidden = !page.next;
 }
 
 function alertCard(a) {
@@ -54,10 +83,17 @@ function alertCard(a) {
     el("button", { type: "button", text: t("show"), onclick: () => openAlert(a.id) }));
 }
 
+function figureValue(k, v, figures) {
+  if (typeof v === "number" && k.endsWith("_cents")) return money(v, figures.currency || "USD");
+  if (typeof v === "boolean") return t(v ? "cmp_private" : "cmp_public");
+  if (v === null || v === undefined) return "—";
+  return String(v);
+}
+
 function figureRows(figures) {
   return el("dl", { class: "facts" }, ...Object.entries(figures).flatMap(([k, v]) => {
-    const shown = typeof v === "number" && k.endsWith("_cents") ? money(v, figures.currency || "USD") : String(v);
-    return [el("dt", { text: k.replaceAll("_", " ") }), el("dd", { text: shown })];
+    const label = has("fig_" + k) ? t("fig_" + k) : k.replaceAll("_", " ");
+    return [el("dt", { text: label }), el("dd", { text: figureValue(k, v, figures) })];
   }));
 }
 
@@ -122,6 +158,14 @@ async function openAlert(id) {
     ["at", t("cmp_when"), (v) => (v ? dateTime(v) : "")],
     ["transcripts", t("cmp_transcripts"), (v) => el("a", { href: v, target: "_blank", rel: "noopener", text: t("cmp_hands") })],
   ]));
+  const gifts = d.other.filter((o) => o.kind === "deal");
+  if (gifts.length) parts.push(el("h4", { text: t("cmp_gifts") }), table(gifts, [
+    ["ref", t("cmp_deal"), (v) => el("a", { href: "/api/transcripts/" + encodeURI(v), target: "_blank", rel: "noopener", text: String(v).slice(-16), title: String(v), "data-test": "cmp-gift" })],
+    ["detail", t("cmp_tile"), (v) => String(v.tile ?? "")],
+    ["detail", t("cmp_to_whom"), (v) => (v.counterpart ? String(v.counterpart) : t("cmp_cpu"))],
+    ["detail", t("cmp_tier"), (v) => (typeof v.stake_cents === "number" ? money(v.stake_cents, v.currency || "USD") : "")],
+    ["detail", t("cmp_table"), (v) => (v.private === true ? t("cmp_private") : t("cmp_public"))],
+  ]));
   if (d.entries.length) parts.push(el("h4", { text: t("cmp_entries") }), table(d.entries, [
     ["kind", t("cmp_movement"), (v) => (v ? t(v === "deposit" ? "st_deposit" : "st_withdrawal") : "")],
     ["player", t("player")],
@@ -135,6 +179,11 @@ async function openAlert(id) {
       el("button", { type: "button", "data-test": "cmp-close", text: t("cmp_close"),
         onclick: async () => { const r = reason(); if (r && await act(`/api/compliance/alerts/${a.id}/close`, { resolution: resolution.value, reason: r })) { openAlert(a.id); loadCompliance(); } } })));
   }
+  let about = [];
+  try { about = (await get(`/api/compliance/reports?${new URLSearchParams({ reported: a.player, limit: "20" })}`)).reports; } catch { about = []; }
+  parts.push(el("h4", { text: t("cmp_reports_about") }), about.length
+    ? el("ul", { class: "cards-list", "data-test": "cmp-player-reports" }, ...about.map(reportItem))
+    : el("p", { class: "sub", text: t("cmp_reports_none") }));
   parts.push(el("button", { type: "button", text: t("cmp_back"), onclick: () => { box.hidden = true; $("cmp-alerts").scrollIntoView(); } }));
   box.replaceChildren(...parts);
   box.scrollIntoView();
@@ -143,4 +192,6 @@ async function openAlert(id) {
 export function initCompliance() {
   $("cmp-filter").addEventListener("submit", (ev) => { ev.preventDefault(); loadCompliance().catch((e) => say(refusal(e), true)); });
   $("cmp-more").addEventListener("click", () => loadCompliance(true).catch((e) => say(refusal(e), true)));
+  $("cmp-rep-filter").addEventListener("submit", (ev) => { ev.preventDefault(); loadReports().catch((e) => say(refusal(e), true)); });
+  $("cmp-reports-more").addEventListener("click", () => loadReports(true).catch((e) => say(refusal(e), true)));
 }

@@ -18,6 +18,7 @@ from api.limits import next_reminder_at
 from services.common.db import create_engine
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user, sign_in
+from tests.api.platform_stack import COMPONENTS
 from tests.api.test_api_invitations import Players, players
 
 PAID = {"kind": "cubana-habana", "tier": "10"}
@@ -27,7 +28,7 @@ DAY = timedelta(days=1)
 
 @pytest.fixture(scope="module")
 def platform_db(database_url: str) -> str:
-    upgrade(database_url, ["ledger", "fairness", "engine", "matchmaking", "gateway"])
+    upgrade(database_url, COMPONENTS)
     return database_url
 
 

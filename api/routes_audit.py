@@ -69,11 +69,11 @@ class HistoryController(GuardedController):
         )
 
 
-class VerifierController(GuardedController):
-    """What players and auditors both check: transcripts (players: their own), checkpoint, keys.
-    Compliance officers read the transcripts an integrity alert's matches point to."""
+class TranscriptController(GuardedController):
+    """A finished hand's transcript: players their own; auditors, compliance (the hands an
+    alert points to) and finance (the hands behind a pot it drills into) any."""
 
-    guards = [requires_role("player", "auditor", "compliance")]
+    guards = [requires_role("player", "auditor", "compliance", "finance")]
 
     @get("/api/transcripts/{deal_id:path}", tags=["audit"], responses=READ_ERRORS)
     async def transcript(
@@ -94,6 +94,12 @@ class VerifierController(GuardedController):
             if not any(x.deal_id == deal for x in mine.transcripts):
                 raise ServiceError(404, "unknown_deal", "no such finished hand of yours")
         return doc
+
+
+class VerifierController(GuardedController):
+    """What players and auditors both check: the checkpoint and the keys."""
+
+    guards = [requires_role("player", "auditor", "compliance")]
 
     @get("/api/audit/checkpoint", tags=["audit"], responses=READ_ERRORS)
     async def checkpoint(self, request: Request[Any, Any, Any]) -> SignedEnvelope:
@@ -197,4 +203,4 @@ class AuditController(GuardedController):
         return await call("engine", engine.get("/internal/audit/leaves", LeafList, params))
 
 
-ROUTES = [HistoryController, VerifierController, AuditController]
+ROUTES = [HistoryController, TranscriptController, VerifierController, AuditController]

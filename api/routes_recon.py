@@ -2,9 +2,8 @@
 behind each discrepancy, the drill-down from a commission figure to a hand, and the import
 of a payment processor's settlement file matched against the cashier's entries.
 
-Finance reads the hand transcripts of the matches it drills into through
-`/api/finance/transcripts/...` (the same finished-hand rule as the auditors' route: the engine
-serves no hand before it is over); the players' and auditors' routes are unchanged.
+Finance reads the hand transcripts of the matches it drills into through the one transcript
+route, `/api/transcripts/...` (api.routes_audit.TranscriptController).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from api import staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentSession, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.routes_audit import DEAL_ID_RE, MATCH_ID_RE
+from api.routes_audit import MATCH_ID_RE
 from api.staff_audit import Reason
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
@@ -123,17 +122,6 @@ class ReconcileController(GuardedController):
         """One journal entry with its postings."""
         ledger = get_backends(request.app.state).ledger
         return await call("ledger", ledger.get(f"/v1/reports/entries/{entry_id}", Any))
-
-    @get("/api/finance/transcripts/{deal_id:path}", tags=["finance"], responses=READ_ERRORS)
-    async def transcript(self, request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Any:
-        """A finished hand's transcript, for the drill-down from a match."""
-        deal = deal_id.lstrip("/")
-        if DEAL_ID_RE.match(deal) is None:
-            raise ServiceError(400, "invalid_request", "bad deal id")
-        engine = get_backends(request.app.state).engine
-        return await call(
-            "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
-        )
 
     @post(
         "/api/finance/settlements",

@@ -132,7 +132,7 @@ async function showMatch(matchId) {
 
 async function showHand(dealId, slot) {
   try {
-    const doc = await get(`/api/finance/transcripts/${dealId.split("/").map(encodeURIComponent).join("/")}`);
+    const doc = await get(`/api/transcripts/${dealId.split("/").map(encodeURIComponent).join("/")}`);
     slot.replaceChildren(el("pre", { class: "scroll-x rec-transcript", tabIndex: 0, text: JSON.stringify(doc, null, 1).slice(0, 20000) }));
   } catch (e) {
     slot.replaceChildren(el("p", { role: "alert", text: e instanceof ApiError ? `${e.code}: ${e.detail}` : t("err_generic") }));

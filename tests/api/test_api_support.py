@@ -6,6 +6,7 @@ finished hand replays in the page's `stepsOf` exactly as the rules core replays 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -382,3 +383,61 @@ async def test_a_finished_hand_replays_in_the_page_as_the_rules_core_replays_it(
         assert last["kind"] == "result" and last["result"] == doc["result"]
         if doc["result"]["end"] == "domino":
             assert 0 in last["left"]  # the winner's hand is empty
+
+
+async def test_concurrent_approvals_are_one_reversal_and_a_ledger_refusal_changes_nothing(
+    platform_db, internal_secret, tmp_path
+):
+    await make_user(platform_db, "cc_pla")
+    await make_user(platform_db, "cc_sup", "support")
+    await make_user(platform_db, "cc_fin", "finance")
+    await make_user(platform_db, "cc_fin2", "finance")
+    await make_user(platform_db, "cc_adm", "admin")
+    async with platform(platform_db, internal_secret, tmp_path) as p:
+        async with (
+            p.client() as fin,
+            p.client() as fin2,
+            p.client() as sup,
+            p.client() as adm,
+        ):
+            await sign_in(fin, "cc_fin")
+            await sign_in(fin2, "cc_fin2")
+            await sign_in(sup, "cc_sup")
+            await sign_in(adm, "cc_adm")
+            first = await _deposit(fin, "cc_pla", 3000)
+            second = await _deposit(fin, "cc_pla", 1000)
+            r = await fin.post(
+                "/api/finance/withdrawals",
+                json={"player": "cc_pla", "amount": 2500, "reference": "cash out"},
+            )
+            assert r.status_code == 200
+            ids = []
+            for entry in (first, second):
+                r = await sup.post(
+                    "/api/support/refunds",
+                    json={"player": "cc_pla", "entry_id": entry, "reason": "duplicate deposit"},
+                )
+                assert r.status_code == 201
+                ids.append(r.json()["id"])
+            # the wallet (1500) no longer holds the first deposit: the ledger's refusal, and the
+            # proposal stays pending with nothing logged as approved
+            refused = await fin.post(
+                f"/api/finance/refunds/{ids[0]}/approve", json={"reason": "ok"}
+            )
+            assert refused.status_code == 422
+            assert refused.json()["error"] == "insufficient_funds"
+            pending = (await fin.get("/api/finance/refunds")).json()
+            assert {x["id"] for x in pending} == set(ids)
+            # two finance users approve the second at once: one reversal between them
+            answers = await asyncio.gather(
+                fin.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "a"}),
+                fin2.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "b"}),
+            )
+            assert [a.status_code for a in answers] == [200, 200]
+            assert len({a.json()["reversal_entry_id"] for a in answers}) == 1
+            lines = (await sup.get("/api/support/players/cc_pla/statement")).json()["lines"]
+            assert [x["kind"] for x in lines].count("reversal") == 1
+            assert lines[-1]["balance"] == 500
+            log = await _audit(adm, "cc_pla")
+            approvals = [a for a in log if a["action"] == "finance.refund_approve"]
+            assert len(approvals) == 1 and approvals[0]["detail"]["refund_id"] == ids[1]

@@ -26,6 +26,7 @@ from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform, play_turns
 
 STEPS_SCRIPT = Path(__file__).parent / "page" / "replay_steps.mjs"
+MAX_LOCK_POLLS = 1500  # of 20 ms: the approvals reach their locks within a second or two
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +322,20 @@ async def test_refund_is_proposed_by_support_and_decided_by_another_finance_user
             assert approved["detail"]["idempotency_key"] == f"refund-proposal:{pid}"
 
 
+async def _until_waiting(conn: asyncpg.Connection, sessions: int) -> None:
+    """Returns once `sessions` other sessions of this database wait on a lock (`conn` in no
+    transaction: a transaction sees one snapshot of pg_stat_activity)."""
+    for _ in range(MAX_LOCK_POLLS):
+        waiting = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        if waiting >= sessions:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{sessions} sessions never waited on a lock")
+
+
 def _core_steps(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     events = replay(replay_scenario(decode_transcript(json.dumps(doc))))["events"]
     return [
@@ -428,11 +443,27 @@ async def test_concurrent_approvals_are_one_reversal_and_a_ledger_refusal_change
             assert refused.json()["error"] == "insufficient_funds"
             pending = (await fin.get("/api/finance/refunds")).json()
             assert {x["id"] for x in pending} == set(ids)
-            # two finance users approve the second at once: one reversal between them
-            answers = await asyncio.gather(
-                fin.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "a"}),
-                fin2.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "b"}),
-            )
+            # two finance users approve the second at once: one reversal between them. The
+            # wallet's ledger row is held meanwhile, so both approvals are under way (two
+            # sessions waiting on locks) before either can finish.
+            dsn = platform_db.replace("postgresql+asyncpg", "postgresql")
+            blocker, watcher = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+            try:
+                held = blocker.transaction()
+                await held.start()
+                await blocker.execute(
+                    "SELECT id FROM ledger.accounts WHERE code = 'wallet:cc_pla' FOR UPDATE"
+                )
+                approvals = asyncio.gather(
+                    fin.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "a"}),
+                    fin2.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "b"}),
+                )
+                await _until_waiting(watcher, 2)
+                await held.rollback()
+                answers = await approvals
+            finally:
+                await blocker.close()
+                await watcher.close()
             assert [a.status_code for a in answers] == [200, 200]
             assert len({a.json()["reversal_entry_id"] for a in answers}) == 1
             lines = (await sup.get("/api/support/players/cc_pla/statement")).json()["lines"]

@@ -5,6 +5,7 @@ const SHELL = [
   "/", "/index.html", "/style.css", "/manifest.json",
   "/js/app.js", "/js/api.js", "/js/i18n.js", "/js/table.js", "/js/tiles.js", "/js/snake.js",
   "/js/finance.js", "/js/verify.js",
+  "/js/support.js", "/js/staff.js", "/js/refunds.js", "/js/replay.js",
   "/icons/favicon.svg", "/icons/icon-32.png", "/icons/icon-180.png", "/icons/icon-192.png", "/icons/icon-512.png",
 ];
 

@@ -81,6 +81,8 @@ async def test_support_sees_a_player_but_moves_no_money_and_changes_no_account(
                 await sup.get("/api/support/players", params={"q": "su_pa", "limit": 1})
             ).json()
             assert first["next"] == "su_pam"
+            blank = await sup.get("/api/support/players", params={"q": "  "})
+            assert blank.status_code == 400
             # staff are not players: support finds no staff account
             assert (await sup.get("/api/support/players", params={"q": "su_help"})).json()[
                 "players"
@@ -156,6 +158,8 @@ async def test_dispute_notes_append_are_logged_and_close(platform_db, internal_s
             assert [n["body"] for n in r.json()["notes"]] == ["says the 6-6 was his", "replayed it"]
             # admins read disputes but do not write them
             assert (await adm.get(f"/api/support/disputes/{did}")).json()["id"] == did
+            listed = (await adm.get("/api/support/disputes", params={"status": "open"})).json()
+            assert [(d["id"], len(d["notes"])) for d in listed] == [(did, 2)]
             assert (
                 await adm.post(f"/api/support/disputes/{did}/notes", json={"note": "hi"})
             ).status_code == 403

@@ -159,6 +159,8 @@ def _like_prefix(text: str) -> str:
 async def search_players(db: Any, q: str, after: str, limit: int) -> PlayerPage:
     """Players whose id is `q` or starts with it, or whose display name starts with it
     (case-insensitive), in id order."""
+    if not q.strip():
+        raise ServiceError(400, "invalid_request", "q: a user name or the start of a name")
     prefix = _like_prefix(q.strip().lower())
     query = (
         sa.select(
@@ -206,13 +208,23 @@ async def _sessions(conn: AsyncConnection, player: str) -> list[SessionInfo]:
 
 
 async def _disputes(
-    conn: AsyncConnection, *, player: str | None = None, dispute_id: int | None = None
+    conn: AsyncConnection,
+    *,
+    player: str | None = None,
+    dispute_id: int | None = None,
+    status: str | None = None,
+    before: int | None = None,
 ) -> list[Dispute]:
+    """Disputes with their notes, newest first, at most `MAX_DISPUTES_SHOWN` (two queries)."""
     query = sa.select(disputes).order_by(disputes.c.id.desc()).limit(MAX_DISPUTES_SHOWN)
     if player is not None:
         query = query.where(disputes.c.player == player)
     if dispute_id is not None:
         query = query.where(disputes.c.id == dispute_id)
+    if status is not None:
+        query = query.where(disputes.c.status == status)
+    if before is not None:
+        query = query.where(disputes.c.id < before)
     rows = (await conn.execute(query)).mappings().all()
     if not rows:
         return []
@@ -370,16 +382,7 @@ class SupportController(GuardedController):
     ) -> list[Dispute]:
         """Disputes newest first, at most 100 (`before`: the last one's id, for older ones)."""
         async with request.app.state.db.connect() as conn:
-            query = sa.select(disputes.c.id).order_by(disputes.c.id.desc())
-            if status is not None:
-                query = query.where(disputes.c.status == status)
-            if before is not None:
-                query = query.where(disputes.c.id < before)
-            ids = (await conn.execute(query.limit(MAX_DISPUTES_SHOWN))).scalars().all()
-            found: list[Dispute] = []
-            for dispute_id in ids:
-                found.extend(await _disputes(conn, dispute_id=dispute_id))
-        return found
+            return await _disputes(conn, status=status, before=before)
 
     @get("/api/support/disputes/{dispute_id:int}", tags=["support"], responses=READ_ERRORS)
     async def get_dispute(

@@ -1,8 +1,9 @@
 """`mesa up --demo`: a few demo accounts with play money, so a newcomer plays within a minute.
 
-Creates four players, an auditor and a finance user through the gateway's own account code
-(schema `gateway`), opens each player's wallet and deposits play money into it through the
-ledger service (idempotent: running it again changes nothing), and prints how to sign in.
+Creates four players and the staff (auditor, finance, admin, support) through the gateway's
+own account code (schema `gateway`), opens each player's wallet and deposits play money into
+it through the ledger service (idempotent: running it again changes nothing), and prints how
+to sign in.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from services.ledger.contract import AccountOpened, DepositRequest, EntryResult,
 
 DEMO_PASSWORD = "mesa-demo-2026"  # noqa: S105 (the published password of the demo accounts)
 DEMO_PLAYERS = ("ana", "beto", "cris", "dani")
-DEMO_STAFF = (("auditor", "auditor"), ("finance", "finance"), ("admin", "admin"))
+DEMO_STAFF = (
+    ("auditor", "auditor"),
+    ("finance", "finance"),
+    ("admin", "admin"),
+    ("support", "support"),
+)
 DEMO_DEPOSIT_CENTS = 100_00
 
 
@@ -61,7 +67,8 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
         f"demo: open {url} and sign in (password {DEMO_PASSWORD!r}):",
         f"demo:   players {', '.join(DEMO_PLAYERS)} (each with ${DEMO_DEPOSIT_CENTS // 100} "
         "of play money): four of them, one per browser profile, fill a table",
-        "demo:   auditor / finance / admin for the audit, finance and admin screens",
+        "demo:   auditor / finance / admin / support for the audit, finance, admin and "
+        "support screens",
         "demo:   or press 'Contra la CPU' to play at once against three CPUs",
     ]
     if callable(out):

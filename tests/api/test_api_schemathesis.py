@@ -1,7 +1,7 @@
 """Schemathesis against the gateway's own OpenAPI description, the real services behind it.
 
 Every operation of `/schema/openapi.json` is fuzzed as each role (anonymous, player, finance,
-auditor, admin; bearer tokens from `POST /api/auth/tokens`) with valid and invalid data
+auditor, admin, support; bearer tokens from `POST /api/auth/tokens`) with valid and invalid data
 (schemathesis' positive and negative modes; unexpected fields included). Each response must
 be no 5xx, carry a documented status code and content type, and match the documented schema.
 
@@ -47,6 +47,7 @@ ROLES: dict[str, str | None] = {
     "finance": "st_fin",
     "auditor": "st_aud",
     "admin": "st_adm",
+    "support": "st_sup",
 }
 # Operations whose success changes the caller's own account: they get their own user so the
 # fuzzing of the other operations keeps a usable session.
@@ -114,6 +115,7 @@ def stack(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> I
         "st_fin": "finance",
         "st_aud": "auditor",
         "st_adm": "admin",
+        "st_sup": "support",
     }
 
     async def create_users() -> None:

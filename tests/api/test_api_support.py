@@ -6,6 +6,7 @@ finished hand replays in the page's `stepsOf` exactly as the rules core replays 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,6 +26,7 @@ from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform, play_turns
 
 STEPS_SCRIPT = Path(__file__).parent / "page" / "replay_steps.mjs"
+MAX_LOCK_POLLS = 1500  # of 20 ms: the approvals reach their locks within a second or two
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +81,8 @@ async def test_support_sees_a_player_but_moves_no_money_and_changes_no_account(
                 await sup.get("/api/support/players", params={"q": "su_pa", "limit": 1})
             ).json()
             assert first["next"] == "su_pam"
+            blank = await sup.get("/api/support/players", params={"q": "  "})
+            assert blank.status_code == 400
             # staff are not players: support finds no staff account
             assert (await sup.get("/api/support/players", params={"q": "su_help"})).json()[
                 "players"
@@ -158,6 +162,8 @@ async def test_dispute_notes_append_are_logged_and_close(platform_db, internal_s
             assert [n["body"] for n in r.json()["notes"]] == ["says the 6-6 was his", "replayed it"]
             # admins read disputes but do not write them
             assert (await adm.get(f"/api/support/disputes/{did}")).json()["id"] == did
+            listed = (await adm.get("/api/support/disputes", params={"status": "open"})).json()
+            assert [(d["id"], len(d["notes"])) for d in listed] == [(did, 2)]
             assert (
                 await adm.post(f"/api/support/disputes/{did}/notes", json={"note": "hi"})
             ).status_code == 403
@@ -324,6 +330,20 @@ async def test_refund_is_proposed_by_support_and_decided_by_another_finance_user
             assert approved["detail"]["idempotency_key"] == f"refund-proposal:{pid}"
 
 
+async def _until_waiting(conn: asyncpg.Connection, sessions: int) -> None:
+    """Returns once `sessions` other sessions of this database wait on a lock (`conn` in no
+    transaction: a transaction sees one snapshot of pg_stat_activity)."""
+    for _ in range(MAX_LOCK_POLLS):
+        waiting = await conn.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        if waiting >= sessions:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{sessions} sessions never waited on a lock")
+
+
 def _core_steps(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     events = replay(replay_scenario(decode_transcript(json.dumps(doc))))["events"]
     return [
@@ -386,3 +406,77 @@ async def test_a_finished_hand_replays_in_the_page_as_the_rules_core_replays_it(
         assert last["kind"] == "result" and last["result"] == doc["result"]
         if doc["result"]["end"] == "domino":
             assert 0 in last["left"]  # the winner's hand is empty
+
+
+async def test_concurrent_approvals_are_one_reversal_and_a_ledger_refusal_changes_nothing(
+    platform_db, internal_secret, tmp_path
+):
+    await make_user(platform_db, "cc_pla")
+    await make_user(platform_db, "cc_sup", "support")
+    await make_user(platform_db, "cc_fin", "finance")
+    await make_user(platform_db, "cc_fin2", "finance")
+    await make_user(platform_db, "cc_adm", "admin")
+    async with platform(platform_db, internal_secret, tmp_path) as p:
+        async with (
+            p.client() as fin,
+            p.client() as fin2,
+            p.client() as sup,
+            p.client() as adm,
+        ):
+            await sign_in(fin, "cc_fin")
+            await sign_in(fin2, "cc_fin2")
+            await sign_in(sup, "cc_sup")
+            await sign_in(adm, "cc_adm")
+            first = await _deposit(fin, "cc_pla", 3000)
+            second = await _deposit(fin, "cc_pla", 1000)
+            r = await fin.post(
+                "/api/finance/withdrawals",
+                json={"player": "cc_pla", "amount": 2500, "reference": "cash out"},
+            )
+            assert r.status_code == 200
+            ids = []
+            for entry in (first, second):
+                r = await sup.post(
+                    "/api/support/refunds",
+                    json={"player": "cc_pla", "entry_id": entry, "reason": "duplicate deposit"},
+                )
+                assert r.status_code == 201
+                ids.append(r.json()["id"])
+            # the wallet (1500) no longer holds the first deposit: the ledger's refusal, and the
+            # proposal stays pending with nothing logged as approved
+            refused = await fin.post(
+                f"/api/finance/refunds/{ids[0]}/approve", json={"reason": "ok"}
+            )
+            assert refused.status_code == 422
+            assert refused.json()["error"] == "insufficient_funds"
+            pending = (await fin.get("/api/finance/refunds")).json()
+            assert {x["id"] for x in pending} == set(ids)
+            # two finance users approve the second at once: one reversal between them. The
+            # wallet's ledger row is held meanwhile, so both approvals are under way (two
+            # sessions waiting on locks) before either can finish.
+            dsn = platform_db.replace("postgresql+asyncpg", "postgresql")
+            blocker, watcher = await asyncpg.connect(dsn), await asyncpg.connect(dsn)
+            try:
+                held = blocker.transaction()
+                await held.start()
+                await blocker.execute(
+                    "SELECT id FROM ledger.accounts WHERE code = 'wallet:cc_pla' FOR UPDATE"
+                )
+                approvals = asyncio.gather(
+                    fin.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "a"}),
+                    fin2.post(f"/api/finance/refunds/{ids[1]}/approve", json={"reason": "b"}),
+                )
+                await _until_waiting(watcher, 2)
+                await held.rollback()
+                answers = await approvals
+            finally:
+                await blocker.close()
+                await watcher.close()
+            assert [a.status_code for a in answers] == [200, 200]
+            assert len({a.json()["reversal_entry_id"] for a in answers}) == 1
+            lines = (await sup.get("/api/support/players/cc_pla/statement")).json()["lines"]
+            assert [x["kind"] for x in lines].count("reversal") == 1
+            assert lines[-1]["balance"] == 500
+            log = await _audit(adm, "cc_pla")
+            approvals = [a for a in log if a["action"] == "finance.refund_approve"]
+            assert len(approvals) == 1 and approvals[0]["detail"]["refund_id"] == ids[1]

@@ -62,7 +62,7 @@ class _LedgerRefusal(msgspec.Struct, frozen=True):
 
 
 def _day(raw: str | None) -> str | None:
-    if raw is None or raw == "":
+    if raw is None:
         return None
     try:
         return dt.date.fromisoformat(raw).isoformat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import shutil
@@ -184,6 +185,10 @@ def seed_for(name: str) -> tuple[str, str]:
     return seed, hashlib.sha256(seed.encode()).hexdigest()
 
 
+# How long a test client waits when the gateway answers 429 (its bucket refills at 50 a second).
+RATE_LIMIT_PAUSE_S = 0.2
+
+
 async def play_turns(
     clients: dict[str, httpx.AsyncClient], match_id: str, max_steps: int = 3000
 ) -> dict[str, Any]:
@@ -194,6 +199,11 @@ async def play_turns(
         last: dict[str, Any] = {}
         for name, client in clients.items():
             r = await client.get(f"/api/matches/{match_id}")
+            if r.status_code == 429:
+                # a long match played back to back outruns the per-credential request rate
+                # (api.security.RequestLimits): wait for the bucket like a polite client
+                await asyncio.sleep(RATE_LIMIT_PAUSE_S)
+                continue
             if r.status_code != 200:
                 raise RuntimeError(f"view failed: {r.status_code} {r.text}")
             view = r.json()
@@ -226,11 +236,11 @@ async def play_turns(
             )
             if a.status_code == 200:
                 progressed = True
+            elif a.status_code == 429:
+                await asyncio.sleep(RATE_LIMIT_PAUSE_S)
             elif a.status_code not in (409,):
                 raise RuntimeError(f"action refused: {a.status_code} {a.text}")
         if not progressed:
-            import asyncio
-
             await asyncio.sleep(0.05)
         if last.get("state", {}).get("status") in ("finished", "void"):
             return last

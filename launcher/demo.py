@@ -1,6 +1,6 @@
 """`mesa up --demo`: a few demo accounts with play money, so a newcomer plays within a minute.
 
-Creates four players and the staff (auditor, finance, admin, support) through the gateway's
+Creates four players and the staff (auditor, finance, admin, support, compliance) through the gateway's
 own account code (schema `gateway`), opens each player's wallet and deposits play money into
 it through the ledger service (idempotent: running it again changes nothing), and prints how
 to sign in.
@@ -23,6 +23,7 @@ DEMO_STAFF = (
     ("finance", "finance"),
     ("admin", "admin"),
     ("support", "support"),
+    ("compliance", "compliance"),
 )
 DEMO_DEPOSIT_CENTS = 100_00
 
@@ -67,8 +68,7 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
         f"demo: open {url} and sign in (password {DEMO_PASSWORD!r}):",
         f"demo:   players {', '.join(DEMO_PLAYERS)} (each with ${DEMO_DEPOSIT_CENTS // 100} "
         "of play money): four of them, one per browser profile, fill a table",
-        "demo:   auditor / finance / admin / support for the audit, finance, admin and "
-        "support screens",
+        "demo:   auditor / finance / admin / support / compliance for the staff screens",
         "demo:   or press 'Contra la CPU' to play at once against three CPUs",
     ]
     if callable(out):

@@ -5,7 +5,6 @@
   witnesses' cosignature lines);
 - GET /log/checkpoints?after=ID&limit=N: every checkpoint ever signed, oldest first (JSON);
 - GET /log/tile/<L>/<N>[.p/<W>] and /log/tile/entries/<N>[.p/<W>]: C2SP tlog-tiles, height 8;
-- POST /log/cosignature: a witness hands in its cosignature of a checkpoint (JSON);
 - GET /log/witnesses: the witnesses the operator pushes checkpoints to (informational: a
   verifier's policy pins its own witness keys and quorum);
 - GET /log/transcripts[?match_id=M], /log/transcripts/<deal id>, /log/keys,
@@ -25,8 +24,8 @@ import re
 from typing import Annotated, Any
 
 import msgspec
-from litestar import Request, Response, get, post
-from litestar.params import FromPath, JSONBody, Parameter
+from litestar import Request, Response, get
+from litestar.params import FromPath, Parameter
 
 from api.backends import call, get_backends
 from api.guards import PUBLIC
@@ -35,8 +34,6 @@ from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     CheckpointNotes,
     ConsistencyProof,
-    CosignatureAccepted,
-    CosignatureIn,
     InclusionProof,
     KeyList,
     LogBlob,
@@ -107,17 +104,6 @@ async def log_tile(request: Request[Any, Any, Any], path: FromPath[str]) -> Resp
         blob.data,
         media_type=BINARY,
         headers={"cache-control": IMMUTABLE},
-    )
-
-
-@post("/log/cosignature", tags=["log"], status_code=200, responses=READ_ERRORS, opt=PUBLIC)
-async def log_cosignature(
-    request: Request[Any, Any, Any], data: JSONBody[CosignatureIn]
-) -> CosignatureAccepted:
-    """A witness's cosignature (C2SP tlog-cosignature) of a checkpoint this log signed."""
-    engine = get_backends(request.app.state).engine
-    return await call(
-        "engine", engine.post("/internal/audit/log/cosignature", data, CosignatureAccepted)
     )
 
 
@@ -243,6 +229,5 @@ ROUTES = [
     log_checkpoint,
     log_checkpoints,
     log_tile,
-    log_cosignature,
     log_witnesses,
 ]

@@ -46,38 +46,28 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--log-key", help="the log's verifier key, or its file (with --note)")
     v.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
     v.add_argument("--quorum", type=int, default=0, help="cosignatures the checkpoint needs")
-    for name, text in (
-        ("witness", "check the log's latest checkpoint, cosign it and hand it to the operator"),
-        ("checkpoint", "accept the log's latest checkpoint only as the policy says"),
-    ):
-        c = sub.add_parser(name, help=text)
-        if name == "witness":
-            ws = c.add_subparsers(dest="witness_command", parser_class=_Parser)
-            srv = ws.add_parser("serve", help="run a C2SP tlog-witness HTTP server")
-            srv.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
-            srv.add_argument("--name", required=True, help="witness name (its key's name)")
-            srv.add_argument(
-                "--log-key",
-                dest="log_keys",
-                action="append",
-                required=True,
-                help="a log's verifier key (its name is the log's origin), or its file; repeat",
-            )
-            srv.add_argument("--state", required=True, help="folder keeping the witness state")
-            srv.add_argument("--listen", default="127.0.0.1:7380", help="HOST:PORT to serve on")
-        c.add_argument("--log", required=name != "witness", help="base URL of /log/, or a folder")
-        c.add_argument(
-            "--log-key", required=name != "witness", help="the log's verifier key, or its file"
-        )
-        c.add_argument(
-            "--state", required=name != "witness", help="folder keeping the last checkpoint"
-        )
-        if name == "witness":
-            c.add_argument("--key", help="witness Ed25519 key file (PEM or hex)")
-            c.add_argument("--name", help="witness name (its key's name)")
-        else:
-            c.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
-            c.add_argument("--quorum", type=int, default=1, help="cosignatures required")
+    w = sub.add_parser("witness", help="a C2SP tlog-witness the log pushes its checkpoints to")
+    ws = w.add_subparsers(dest="witness_command", parser_class=_Parser, required=True)
+    srv = ws.add_parser("serve", help="run a C2SP tlog-witness HTTP server")
+    srv.add_argument("--key", required=True, help="witness Ed25519 key file (PEM or hex)")
+    srv.add_argument("--name", required=True, help="witness name (its key's name)")
+    srv.add_argument(
+        "--log-key",
+        dest="log_keys",
+        action="append",
+        required=True,
+        help="a log's verifier key (its name is the log's origin), or its file; repeat",
+    )
+    srv.add_argument("--state", required=True, help="folder keeping the witness state")
+    srv.add_argument("--listen", default="127.0.0.1:7380", help="HOST:PORT to serve on")
+    c = sub.add_parser(
+        "checkpoint", help="accept the log's latest checkpoint only as the policy says"
+    )
+    c.add_argument("--log", required=True, help="base URL of /log/, or a folder")
+    c.add_argument("--log-key", required=True, help="the log's verifier key, or its file")
+    c.add_argument("--state", required=True, help="folder keeping the last checkpoint")
+    c.add_argument("--witness", action="append", default=[], help="a trusted witness's key")
+    c.add_argument("--quorum", type=int, default=1, help="cosignatures required")
     r = sub.add_parser(
         "rotate-key", help="operator: announce a new signing key in the log and switch to it"
     )
@@ -277,10 +267,9 @@ def _rotated_log_keys(fetch: Any, log_key: Any) -> list[Any]:
 
 
 def _cmd_watch(ns: argparse.Namespace) -> int:
-    from fairness.keys import OperatorKeyError, private_key_from_text
     from fairness.merkle import ProofError
     from fairness.tlog import NoteError, parse_verifier_key
-    from fairness.witness import SplitView, accept_checkpoint, cosign_note, witness_verifier
+    from fairness.witness import SplitView, accept_checkpoint
 
     fetch = _fetcher(ns.log)
     try:
@@ -299,30 +288,8 @@ def _cmd_watch(ns: argparse.Namespace) -> int:
         print(f"refused: {exc}")
         return 1
     cp = accepted.checkpoint
-    if ns.command == "checkpoint":
-        by = ", ".join(accepted.cosigned_by) or "no witness"
-        print(f"accepted {cp.origin} size {cp.size}, cosigned by {by}")
-        return 0
-    try:
-        key = private_key_from_text(_read(ns.key))
-    except OperatorKeyError as exc:
-        raise UsageError(f"{ns.key}: {exc}") from None
-    cosigned = cosign_note(accepted.note, ns.name, key)
-    vkey = witness_verifier(ns.name, key)
-    if not ns.log.startswith(("http://", "https://")):
-        print(cosigned, end="")
-        return 0
-    import httpx
-
-    r = httpx.post(
-        ns.log.rstrip("/") + "/cosignature",
-        json={"witness_key": vkey, "note": cosigned},
-        timeout=30.0,
-    )
-    if r.status_code != 200:
-        print(f"the operator refused the cosignature: HTTP {r.status_code} {r.text[:200]}")
-        return 1
-    print(f"cosigned {cp.origin} size {cp.size} as {vkey}")
+    by = ", ".join(accepted.cosigned_by) or "no witness"
+    print(f"accepted {cp.origin} size {cp.size}, cosigned by {by}")
     return 0
 
 
@@ -369,13 +336,9 @@ def main(argv: list[str]) -> int:
             return _cmd_shuffle(ns)
         if ns.command == "rotate-key":
             return _cmd_rotate_key(ns)
-        if ns.command == "witness" and ns.witness_command == "serve":
-            return _cmd_witness_serve(ns)
         if ns.command == "witness":
-            missing = [o for o in ("log", "log_key", "state", "key", "name") if not getattr(ns, o)]
-            if missing:
-                raise UsageError("witness needs --" + ", --".join(missing).replace("_", "-"))
-        if ns.command in ("witness", "checkpoint"):
+            return _cmd_witness_serve(ns)
+        if ns.command == "checkpoint":
             return _cmd_watch(ns)
         return _cmd_verify(ns)
     except (UsageError, FairnessInputError, TranscriptError) as exc:

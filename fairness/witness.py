@@ -1,14 +1,12 @@
-"""Watching the public log from outside: `mesa audit witness` and `mesa audit checkpoint`.
+"""Watching the public log from outside: `mesa audit checkpoint`.
 
-Both fetch `/log/checkpoint`, check the log's signature, remember the last checkpoint they
-accepted (a file in their state folder) and accept a new one only when the log's own tiles
-prove it consistent with that one (RFC 6962 consistency, the proof computed from the hash
-tiles). An inconsistent checkpoint (a rollback, another root for the same size, a fork) is a
-split view: both notes are kept as evidence and the command fails.
-
-The witness then cosigns (C2SP tlog-cosignature) and hands its cosignature to the operator
-(`POST /log/cosignature`); `mesa audit checkpoint` instead requires a quorum of cosignatures
-by the witnesses its policy names.
+It fetches `/log/checkpoint`, checks the log's signature and the quorum of witness
+cosignatures its policy names, remembers the last checkpoint it accepted (a file in its state
+folder) and accepts a new one only when the log's own tiles prove it consistent with that one
+(RFC 6962 consistency, the proof computed from the hash tiles). An inconsistent checkpoint (a
+rollback, another root for the same size, a fork) is a split view: both notes are kept as
+evidence and the command fails. Witnesses themselves are `mesa audit witness serve`
+(fairness.witness_server): the log pushes its checkpoints to them (C2SP tlog-witness).
 """
 
 from __future__ import annotations
@@ -19,8 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairness.merkle import (
     EMPTY_ROOT,
@@ -39,12 +35,9 @@ from fairness.tlog import (
     Checkpoint,
     NoteError,
     Verifier,
-    cosign,
     open_checkpoint,
     parse_checkpoint,
-    split_note,
     tile_path,
-    verifier_key,
     verify_note,
 )
 
@@ -202,16 +195,3 @@ def log_keys_from_chain(
     except (CheckFailed, TypeError, ValueError) as exc:
         raise NoteError(f"the log's key chain does not verify: {exc}") from None
     return [Verifier(log_key.name, ALG_ED25519, raw) for raw in chain.values()]
-
-
-def witness_verifier(name: str, key: Ed25519PrivateKey) -> str:
-    from fairness.commitments import raw_public_key
-
-    return verifier_key(name, raw_public_key(key.public_key()), ALG_COSIGNATURE_V1)
-
-
-def cosign_note(note: str, name: str, key: Ed25519PrivateKey, now_s: int | None = None) -> str:
-    """The checkpoint note with this witness's cosignature line appended."""
-    body, _ = split_note(note)
-    line = cosign(body, name, key, int(time.time()) if now_s is None else now_s)
-    return note + line

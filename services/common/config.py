@@ -57,7 +57,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     operator_key_file: Path | None = None
     report_key_file: Path | None = None
     log_origin: str = "mesa-fairness-log"
-    log_witnesses: tuple[str, ...] = ()
     witnesses: tuple[tuple[str, str], ...] = ()
     matchmaking_config_file: Path | None = None
     redis_url: str = ""
@@ -454,12 +453,6 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
         "integrity_thresholds",
         _json_object,
         "integrity thresholds to override, a JSON object (docs/reference/integrity.md)",
-    ),
-    "MESA_LOG_WITNESSES": (
-        "log_witnesses",
-        _witness_keys,
-        "witness cosignature keys (comma-separated) whose cosignatures the log publishes; "
-        "unset = any",
     ),
     "MESA_WITNESSES": (
         "witnesses",

@@ -15,23 +15,18 @@ from typing import Annotated, Any
 
 import asyncpg
 import msgspec
-from litestar import get, post
+from litestar import get
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery, JSONBody, Parameter
+from litestar.params import FromPath, FromQuery, Parameter
 
 from fairness.flow import DRAW_PURPOSES
 from fairness.keys import load_operator_key
 from fairness.log_store import LogError, LogStore
 from fairness.shuffle import deal as shuffle_deal
 from fairness.tlog import (
-    ALG_COSIGNATURE_V1,
     TILE_WIDTH,
     NoteError,
-    parse_checkpoint,
     parse_tile_path,
-    parse_verifier_key,
-    split_note,
-    verify_note,
 )
 from fairness.transcript import RECEIPT_FORMAT, TRANSCRIPT_FORMAT, Receipt, Transcript
 from services.common.auth import GATEWAY, callers_opt
@@ -42,8 +37,6 @@ from services.engine.audit_contract import (
     CheckpointNote,
     CheckpointNotes,
     ConsistencyProof,
-    CosignatureAccepted,
-    CosignatureIn,
     InclusionProof,
     KeyList,
     LeafList,
@@ -521,32 +514,6 @@ async def log_tile(state: State, path: Annotated[str, Parameter(max_length=200)]
     return LogBlob(data=data, full=ref.width == TILE_WIDTH)
 
 
-@post("/internal/audit/log/cosignature", status_code=200, opt=AUDIT_READERS)
-async def log_cosignature(state: State, data: JSONBody[CosignatureIn]) -> CosignatureAccepted:
-    """Keep a witness's cosignature of a stored checkpoint: the note must be exactly a stored
-    checkpoint (log signature included) and verify under the witness's cosignature key."""
-    store = _store(state)
-    try:
-        witness = parse_verifier_key(data.witness_key)
-        allowed = state.settings.log_witnesses
-        if allowed and witness.key() not in allowed:
-            raise ServiceError(403, "unknown_witness", "this log publishes other witnesses")
-        if witness.alg != ALG_COSIGNATURE_V1:
-            raise NoteError("the witness key must be a cosignature/v1 key (type 0x04)")
-        body, sigs = split_note(data.note)
-        verify_note(data.note, [witness])
-        cp = parse_checkpoint(body)
-    except NoteError as exc:
-        raise ServiceError(400, "bad_cosignature", str(exc)[:200]) from None
-    stored = await store.checkpoint_note_for(cp.size)
-    if stored is None or not stored.note.startswith(body + "\n"):
-        raise ServiceError(404, "no_checkpoint", "not a checkpoint this log signed")
-    line = next(s.line() for s in sigs if (s.name, s.key_hash) == (witness.name, witness.hash))
-    if not await store.add_cosignature(stored.id, witness.key(), line):
-        raise ServiceError(409, "too_many_witnesses", "this checkpoint has enough cosignatures")
-    return CosignatureAccepted(checkpoint_id=stored.id, tree_size=stored.tree_size)
-
-
 @get("/internal/audit/voids", opt=AUDIT_READERS)
 async def void_counts(
     state: State, days: Annotated[int, Parameter(ge=1, le=3660)] = 366
@@ -562,7 +529,6 @@ AUDIT_ROUTES = [
     log_checkpoint,
     log_checkpoints,
     log_tile,
-    log_cosignature,
     list_transcripts,
     transcript,
     latest_checkpoint,

@@ -17,12 +17,11 @@ Routes (all under the service credential):
 - GET /internal/audit/log/checkpoint                         -> LogText (C2SP checkpoint, cosigned)
 - GET /internal/audit/log/checkpoints?after=I&limit=N        -> CheckpointNotes (history)
 - GET /internal/audit/log/tile?path=tile/L/N[.p/W]           -> LogBlob (C2SP tlog-tiles)
-- POST /internal/audit/log/cosignature                       -> CosignatureAccepted
 - GET /internal/audit/receipts/{deal_id}                     -> the seed receipt document
 - GET /internal/audit/voids?days=N                           -> VoidCounts (by UTC day and cause)
 
 Hashes, keys and leaf data are lowercase hex. Errors: 400 invalid_request / bad_range /
-bad_tile / bad_cosignature, 404 unknown_deal / no_checkpoint / no_tile.
+bad_tile, 404 unknown_deal / no_checkpoint / no_tile.
 """
 
 from __future__ import annotations
@@ -124,19 +123,6 @@ class CheckpointNotes(msgspec.Struct, frozen=True):
 
 
 MAX_WITNESS_NOTE = 8192
-
-
-class CosignatureIn(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """A witness's cosignature of a stored checkpoint: the witness's verifier key (C2SP
-    tlog-cosignature, key type 0x04) and the checkpoint note carrying the witness's line."""
-
-    witness_key: str
-    note: str
-
-
-class CosignatureAccepted(msgspec.Struct, frozen=True):
-    checkpoint_id: int
-    tree_size: int
 
 
 class VoidCount(msgspec.Struct, frozen=True):

@@ -1,5 +1,5 @@
-"""Witnesses and checkpoint policy: `mesa audit witness` checks consistency from the tiles,
-cosigns (C2SP tlog-cosignature) and the operator publishes the cosignature; `mesa audit
+"""Witnesses and checkpoint policy: the operator pushes each checkpoint to a witness
+(`mesa audit witness serve`, C2SP tlog-witness) and publishes its cosignature; `mesa audit
 checkpoint` accepts a checkpoint only with its quorum of cosignatures and refuses a split view,
 keeping both checkpoints as evidence."""
 
@@ -10,18 +10,15 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from fairness.commitments import raw_public_key
-from fairness.keys import load_operator_key, private_key_pem
+from fairness.keys import load_operator_key
 from fairness.log_store import LogStore
 from fairness.merkle import MemoryTree, root_from_leaf_hashes
 from fairness.tlog import (
-    ALG_COSIGNATURE_V1,
     TILE_HEIGHT,
     checkpoint_body,
     sign_note,
     tile_path,
     tile_width,
-    verifier_key,
 )
 from services.cli import main as mesa
 from services.common.db import create_pool
@@ -29,6 +26,7 @@ from services.common.migrate import upgrade
 from tests.api.platform_stack import COMPONENTS, platform
 from tests.fairness.fairness_helpers import opened_deal
 from tests.fairness.test_fairness_public_log import _mirror
+from tests.fairness.test_fairness_witness_server import _wvkey, free_port, running_witness
 
 ORIGIN = "mesa.test/witnessed-log"
 
@@ -70,66 +68,41 @@ async def test_witness_cosigns_and_policy_refuses_a_split_view(
     platform_db: str, internal_secret: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     witness_key = Ed25519PrivateKey.generate()
-    key_file = tmp_path / "witness.pem"
-    key_file.write_bytes(private_key_pem(witness_key))
-    wvkey = verifier_key(
-        "witness.test", raw_public_key(witness_key.public_key()), ALG_COSIGNATURE_V1
-    )
+    wvkey = _wvkey(witness_key, "witness.test")
+    port = free_port()
     mirror = tmp_path / "mirror"
     async with platform(
-        platform_db, internal_secret, tmp_path, log_origin=ORIGIN, log_witnesses=(wvkey,)
+        platform_db,
+        internal_secret,
+        tmp_path,
+        log_origin=ORIGIN,
+        witnesses=((wvkey, f"http://127.0.0.1:{port}"),),
     ) as p:
         key = load_operator_key(tmp_path / "operator_key.pem")
+        fair = p.services["engine"].state.engine.fairness
         pool = await create_pool(platform_db, application_name="witness-test", max_size=4)
         store = LogStore(pool, key, ORIGIN)
         try:
             async with p.client() as anon:
                 log_vkey = (await anon.get("/log/key")).text.strip()
-                leaves = []
-                for round_no, size in enumerate((5, 300)):
-                    have = (await store.head())[0]
-                    deals = [opened_deal(key, f"w/{i}") for i in range(have, size)]
-                    await store.append_many([d.commitment for d in deals])
-                    leaves += [d.commitment for d in deals]
-                    await store.checkpoint_if_due(force=True)
-                    (mirror / "checkpoint").parent.mkdir(parents=True, exist_ok=True)
-                    (mirror / "checkpoint").write_text((await anon.get("/log/checkpoint")).text)
-                    await _mirror(anon, mirror, size)
-                    # the witness: consistency from the tiles, cosignature, to the operator
-                    capsys.readouterr()
-                    args = ["audit", "witness", "--log", str(mirror), "--log-key", log_vkey]
-                    args += ["--state", str(tmp_path / "witness-state")]
-                    assert mesa([*args, "--key", str(key_file), "--name", "witness.test"]) == 0
-                    cosigned = capsys.readouterr().out
-                    r = await anon.post(
-                        "/log/cosignature", json={"witness_key": wvkey, "note": cosigned}
-                    )
-                    assert r.status_code == 200, r.text
-                    latest = (await anon.get("/log/checkpoint")).text
-                    assert latest == cosigned, round_no
-                    (mirror / "checkpoint").write_text(latest)
-                # a cosignature by a key that did not sign is refused
-                other = Ed25519PrivateKey.generate()
-                bad = await anon.post(
-                    "/log/cosignature",
-                    json={
-                        "witness_key": verifier_key(
-                            "witness.test",
-                            raw_public_key(other.public_key()),
-                            ALG_COSIGNATURE_V1,
-                        ),
-                        "note": cosigned,
-                    },
-                )
-                assert bad.status_code == 403  # not a witness this log publishes
-                forged = cosigned[:-10] + ("A" if cosigned[-10] != "A" else "B") + cosigned[-9:]
-                bad = await anon.post(
-                    "/log/cosignature", json={"witness_key": wvkey, "note": forged}
-                )
-                assert bad.status_code == 400  # its signature does not verify
+                async with running_witness(
+                    witness_key, [log_vkey], tmp_path / "witness-state", port, "witness.test"
+                ):
+                    for size in (5, 300):
+                        have = (await store.head())[0]
+                        deals = [opened_deal(key, f"w/{i}") for i in range(have, size)]
+                        await store.append_many([d.commitment for d in deals])
+                        await store.checkpoint_if_due(force=True)
+                        # the operator pushes it to the witness and publishes the cosigned note
+                        await fair.checkpoint()
+                        latest = (await anon.get("/log/checkpoint")).text
+                        assert "\u2014 witness.test " in latest, size
+                        (mirror / "checkpoint").parent.mkdir(parents=True, exist_ok=True)
+                        (mirror / "checkpoint").write_text(latest)
+                        await _mirror(anon, mirror, size)
                 history = (await anon.get("/log/checkpoints")).json()["checkpoints"]
                 assert [c["tree_size"] for c in history] == [5, 300]
-                assert all("— witness.test " in c["note"] for c in history)
+                assert all("\u2014 witness.test " in c["note"] for c in history)
         finally:
             await store.aclose()
             await pool.close()

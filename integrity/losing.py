@@ -226,8 +226,9 @@ def _start(h: HandRecord) -> R.HandState:
         raise _BadHand(str(exc)) from None
 
 
-def _action(state: R.HandState, move: MoveRecord) -> R.Play:
-    """The Play a transcript move stands for (the same reading as `mesa rules replay`)."""
+def _action(state: R.HandState, move: MoveRecord, opening_flip: bool | None = None) -> R.Play:
+    """The Play a transcript move stands for (the same reading as `mesa rules replay`); the
+    opening tile's way round is `opening_flip` when known (`_opening_flip`)."""
     try:
         t, a, _b = parse_tile(move.tile, state.rules.max_pip)
     except ValueError as exc:
@@ -235,7 +236,7 @@ def _action(state: R.HandState, move: MoveRecord) -> R.Play:
     if move.seat is not None and move.seat != state.turn:
         raise _BadHand("move by a seat not on turn")
     if state.left < 0:
-        return R.Play(t, R.NO_END, flip=a != HIGH[t])
+        return R.Play(t, R.NO_END, flip=a != HIGH[t] if opening_flip is None else opening_flip)
     if move.end is not None:
         return R.Play(t, R.LEFT if move.end == "left" else R.RIGHT)
     for act in R.legal_actions(state):
@@ -274,8 +275,26 @@ def _gift_to(state: R.HandState, seat: int, action: R.Action, limit: int) -> int
     return next(s for s in range(rules.seats) if rules.side_of(s) == side)
 
 
+def _opening_flip(h: HandRecord, start: R.HandState) -> bool | None:
+    """Which way round the opening tile lay: the transcript names it without its orientation,
+    and the later moves' ends say it. The first way the whole hand replays legally; None if
+    neither does (the hand is then refused as malformed)."""
+    for flip in (False, True):
+        state = start
+        try:
+            for move in h.moves:
+                state, _ = R.apply(state, _action(state, move, flip))
+        except (_BadHand, R.RulesError):
+            continue
+        return flip
+    return None
+
+
 def _judge_hand(h: HandRecord, limits: ScanLimits, tallies: dict[str, _Tally]) -> None:
     state = _start(h)
+    flip = _opening_flip(h, state)
+    if flip is None:
+        raise _BadHand("the moves do not replay either way round")
     limit = len(R.tile_set(state.rules.max_pip))  # each step of a continuation places a tile
     seen: set[str] = set()
     positions = 0
@@ -283,12 +302,19 @@ def _judge_hand(h: HandRecord, limits: ScanLimits, tallies: dict[str, _Tally]) -
         if state.phase != R.PHASE_PLAY:
             raise _BadHand("moves after the end of the hand")
         seat = state.turn
-        action = _action(state, move)
+        action = _action(state, move, flip)
         player = h.players[seat]
         if player is not None and state.left >= 0 and positions < limits.max_positions_per_hand:
             legal = [a for a in R.legal_actions(state) if isinstance(a, R.Play)]
+            judged = action
             if action not in legal:
-                raise _BadHand("an illegal move")
+                # When both ends show the same number the rules list the tile once (on the
+                # left); the engine takes it on either end, and the two are mirror positions
+                # of one another: judge it as the listed one, play it as it was played.
+                same = [a for a in legal if a.tile == action.tile]
+                if not same or state.left != state.right:
+                    raise _BadHand("an illegal move")
+                judged = same[0]
             if len(legal) > 1:
                 positions += 1
                 tally = tallies.setdefault(player, _Tally())
@@ -304,7 +330,7 @@ def _judge_hand(h: HandRecord, limits: ScanLimits, tallies: dict[str, _Tally]) -
                         c = sum(1 for g in gifts.values() if g is not None) / len(legal)
                         tally.chance += c
                         tally.chance_var += c * (1 - c)
-                        to = gifts[action]
+                        to = gifts[judged]
                         if to is not None:
                             _record_gift(h, i, move, h.players[to], tally, limits)
         try:

@@ -14,6 +14,7 @@ each player it seats, just before asking matchmaking. It checks, in order:
    covers the stake;
 5. a player who sits only with random opponents (api.player_prefs) takes only a seat the
    quick-join queue or a CPU table gives him (`random_seat=True`): `random_only` otherwise.
+   Limits, cool-off and the preference are one read of the player's settings row.
 
 Refusals are 403 with a machine-readable code (503 `identity_unavailable` when the identity or
 location provider gave no trustworthy answer: nobody is seated on a doubtful one). When the
@@ -28,7 +29,7 @@ from typing import Protocol
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import accounts, identity, limits, player_prefs
+from api import accounts, identity, limits
 from api.accounts import User
 from api.backends import Backends, call
 from services.common.errors import ServiceError
@@ -141,20 +142,22 @@ async def check_may_sit(
         raise refuse("partner_unavailable", for_partner=True)
     code = account_refusal(user, tier)
     detail: str | None = None
-    if code is None and is_paid(tier):
+    # The player's own settings row (limits, cool-off, seating preference): one read.
+    mine = await limits.limits_of(db, player_id) if code is None else None
+    if mine is not None and is_paid(tier):
         code = await backends.place.paid_play_refusal(
             db, player_id, client_address if own else None
         )
-    if code is None and is_paid(tier):
+    if code is None and mine is not None and is_paid(tier):
         stake_cents: int | None = None
         if kind is not None and tier is not None:
             stake_cents, _pairs = stake_of(await backends.kinds(), kind, tier)
-        refusal = await limits.seat_refusal(db, backends, player_id, stake_cents)
+        refusal = await limits.seat_refusal(backends, mine, stake_cents)
         if refusal is not None:
             code, detail = refusal
         elif stake_cents and await wallet_balance(backends.ledger, player_id) < stake_cents:
             code = "insufficient_funds"
-    if code is None and not random_seat and await player_prefs.random_only(db, player_id):
+    if code is None and mine is not None and not random_seat and mine.random_opponents_only:
         code = "random_only"
     if code is not None:
         raise refuse(code, for_partner=not own, detail=detail)

@@ -65,6 +65,8 @@ class PlayerLimits(msgspec.Struct, frozen=True):
     loss_month: Limit
     reminder_min: int  # 0: no session reminders
     cooling_off_until: datetime | None
+    # the seating preference kept in the same row (api.player_prefs)
+    random_opponents_only: bool = False
 
     def limit(self, name: str) -> Limit:
         found: Limit = getattr(self, name)
@@ -88,7 +90,8 @@ _READ_LIMITS = text(
 )
 _READ_SETTINGS = text(
     "SELECT reminder_min, CASE WHEN cooling_off_until > now() THEN cooling_off_until END "
-    "AS cooling_off_until FROM gateway.play_settings WHERE player = :player"
+    "AS cooling_off_until, random_opponents_only FROM gateway.play_settings "
+    "WHERE player = :player"
 )
 
 
@@ -103,6 +106,7 @@ async def _read(conn: AsyncConnection, player: str) -> PlayerLimits:
         windows="rolling",
         reminder_min=0 if settings is None else int(settings.reminder_min),
         cooling_off_until=None if settings is None else settings.cooling_off_until,
+        random_opponents_only=settings is not None and bool(settings.random_opponents_only),
         **limits,
     )
 
@@ -266,12 +270,12 @@ _WINDOW_WORD = {"day": "daily", "week": "weekly", "month": "monthly"}
 
 
 async def seat_refusal(
-    db: AsyncEngine, backends: Backends, player: str, stake_cents: int | None
+    backends: Backends, limits: PlayerLimits, stake_cents: int | None
 ) -> tuple[str, str] | None:
-    """Why `player` may not take a paid seat now (code, detail), or None: cooling off, or a
-    stake that could take him past a loss limit. `stake_cents` None (a private table joined
-    by code, whose tier only matchmaking knows) counts the largest stake offered."""
-    limits = await limits_of(db, player)
+    """Why the player of `limits` (as `limits_of` read them) may not take a paid seat now
+    (code, detail), or None: cooling off, or a stake that could take him past a loss limit.
+    `stake_cents` None (a private table joined by code, whose tier only matchmaking knows)
+    counts the largest stake offered."""
     if limits.cooling_off_until is not None:
         return "cooling_off", cooling_off_detail(limits.cooling_off_until)
     if all(limits.limit(f"loss_{w}").cents is None for w in WINDOWS):

@@ -1,4 +1,5 @@
-"""A player's seating choice: "seat me only with random opponents" (issue 29).
+"""A player's seating choice: "seat me only with random opponents" (issue 29), kept in his
+settings row (`gateway.play_settings`, with his reminders and cool-off).
 
 With it on, `api.eligibility.check_may_sit` refuses him every seat he or someone else chose
 (a private table, a code, an invitation: `random_only`), and his quick joins ask matchmaking
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.schema import player_settings
+from api.schema import play_settings
 
 
 class Preferences(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -31,8 +32,8 @@ async def random_only(db: AsyncEngine, player_id: str) -> bool:
     async with db.connect() as conn:
         found = (
             await conn.execute(
-                sa.select(player_settings.c.random_opponents_only).where(
-                    player_settings.c.user_id == player_id
+                sa.select(play_settings.c.random_opponents_only).where(
+                    play_settings.c.player == player_id
                 )
             )
         ).scalar_one_or_none()
@@ -40,9 +41,9 @@ async def random_only(db: AsyncEngine, player_id: str) -> bool:
 
 
 async def set_random_only(db: AsyncEngine, player_id: str, on: bool) -> None:
-    statement = insert(player_settings).values(user_id=player_id, random_opponents_only=on)
+    statement = insert(play_settings).values(player=player_id, random_opponents_only=on)
     statement = statement.on_conflict_do_update(
-        index_elements=[player_settings.c.user_id],
+        index_elements=[play_settings.c.player],
         set_={"random_opponents_only": on, "updated_at": sa.func.now()},
     )
     async with db.begin() as conn:

@@ -266,13 +266,17 @@ play_limits = sa.Table(
     ),
 )
 
-# A player's other responsible-play settings: session reminders and a cool-off's end.
+# A player's own settings, one row (kept apart from `users` so staff account changes and the
+# player's own choices never write the same row): session reminders, a cool-off's end, and
+# "seat me only with random opponents" (quick join only: no private table, no invitation,
+# never listed).
 play_settings = sa.Table(
     "play_settings",
     metadata,
     sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
     sa.Column("reminder_min", sa.SmallInteger, nullable=False, server_default=sa.text("0")),
     _timestamp("cooling_off_until"),
+    sa.Column("random_opponents_only", sa.Boolean, nullable=False, server_default=sa.text("false")),
     _timestamp("updated_at", nullable=False, server_default=_now()),
     sa.CheckConstraint(
         "reminder_min IN (" + ", ".join(str(m) for m in REMINDER_MINUTES) + ")",
@@ -375,17 +379,6 @@ refund_proposals = sa.Table(
     ),
     sa.Index("refund_proposals_status", "status", "id"),
     sa.Index("refund_proposals_player", "player", "id"),
-)
-
-# A player's seating choices (issue 29): kept apart from `users` so staff account changes and
-# the player's own choices never write the same row.
-player_settings = sa.Table(
-    "player_settings",
-    metadata,
-    sa.Column("user_id", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
-    # Seated only by the quick-join queue: no private table, no invitation, never listed.
-    sa.Column("random_opponents_only", sa.Boolean, nullable=False, server_default=sa.text("false")),
-    _timestamp("updated_at", nullable=False, server_default=_now()),
 )
 
 REPORT_CATEGORIES = ("collusion", "cheating", "abuse", "bot", "other")

@@ -31,7 +31,8 @@ GRANTS = (
     "GRANT SELECT, INSERT ON gateway.play_limits, gateway.play_settings TO mesa_app",
     "GRANT UPDATE (cents, pending_cents, pending_at, updated_at) ON gateway.play_limits "
     "TO mesa_app",
-    "GRANT UPDATE (reminder_min, cooling_off_until, updated_at) ON gateway.play_settings "
+    "GRANT UPDATE (reminder_min, cooling_off_until, random_opponents_only, updated_at) "
+    "ON gateway.play_settings "
     "TO mesa_app",
     "GRANT SELECT, INSERT ON gateway.disputes, gateway.dispute_notes, gateway.refund_proposals "
     "TO mesa_app",
@@ -43,9 +44,6 @@ GRANTS = (
     "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.rematches TO mesa_app",
     "GRANT UPDATE (answer, answered_at) ON gateway.rematch_players TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
-    # Players' choices: the player's own row, written and changed by him.
-    "GRANT SELECT, INSERT ON gateway.player_settings TO mesa_app",
-    "GRANT UPDATE (random_opponents_only, updated_at) ON gateway.player_settings TO mesa_app",
     # Players' reports are append-only for the application.
     "GRANT SELECT, INSERT ON gateway.player_reports TO mesa_app",
 )

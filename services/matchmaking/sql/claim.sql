@@ -3,32 +3,19 @@ CREATE OR REPLACE FUNCTION matchmaking.claim(p_player text, p_key text, p_op tex
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-    prior matchmaking.requests%ROWTYPE;
+    answer jsonb;
 BEGIN
     INSERT INTO matchmaking.requests (player_id, idempotency_key, op, request_hash, created_ms)
     VALUES (p_player, p_key, p_op, p_hash, p_now) ON CONFLICT DO NOTHING;
     IF FOUND THEN
         RETURN NULL;
     END IF;
-    SELECT * INTO prior FROM matchmaking.requests
-    WHERE player_id = p_player AND idempotency_key = p_key;
-    IF NOT FOUND THEN
+    -- The key is taken: the earlier request's replay or resume, as join reads it.
+    answer := matchmaking.prior_request(p_player, p_key, p_op, p_hash);
+    IF answer IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'MM503', MESSAGE = 'request_in_progress',
             DETAIL = 'the first request with this key is still running; retry';
     END IF;
-    IF prior.op <> p_op OR prior.request_hash <> p_hash THEN
-        RAISE EXCEPTION USING ERRCODE = 'MM409', MESSAGE = 'idempotency_key_reused',
-            DETAIL = 'this idempotency key was used for another request';
-    END IF;
-    IF prior.response IS NOT NULL THEN
-        RETURN jsonb_build_object('replay', prior.response_status,
-                                  'body', convert_from(prior.response, 'UTF8'));
-    END IF;
-    IF prior.reservation_ids IS NOT NULL THEN
-        RETURN jsonb_build_object('resume', to_jsonb(prior.reservation_ids),
-                                  'table_id', prior.table_id);
-    END IF;
-    RAISE EXCEPTION USING ERRCODE = 'MM503', MESSAGE = 'request_in_progress',
-        DETAIL = 'the first request with this key is still running; retry';
+    RETURN answer;
 END
 $function$;

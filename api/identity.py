@@ -28,13 +28,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from services.common.config import ConfigError, Settings
+from services.common.http import AnswerTooLarge, read_within
 from services.common.logging import get_logger
 
 log = get_logger()
 
 # A provider's answer is a few hundred bytes; anything far larger is not an answer.
 MAX_ANSWER_BYTES = 64 * 1024
-_READ_CHUNK_BYTES = 16 * 1024
 # Location answers remembered per gateway process (player and address), oldest dropped first.
 MAX_LOCATIONS_CACHED = 10_000
 REGION_PATTERN = r"^[A-Z]{2}-[A-Z0-9]{1,3}$"  # ISO 3166-2 subdivision
@@ -142,19 +142,10 @@ class _HttpProvider:
             async with self.session().request(
                 method, self.base_url + path, data=body, headers=headers
             ) as response:
-                declared = response.content_length
-                if declared is not None and declared > MAX_ANSWER_BYTES:
-                    raise ProviderUnavailable(f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes")
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.content.iter_chunked(_READ_CHUNK_BYTES):
-                    size += len(chunk)
-                    if size > MAX_ANSWER_BYTES:
-                        raise ProviderUnavailable(
-                            f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes"
-                        )
-                    chunks.append(chunk)
-                return response.status, b"".join(chunks)
+                content = await read_within(response, MAX_ANSWER_BYTES, method, path)
+                return response.status, content
+        except AnswerTooLarge as exc:
+            raise ProviderUnavailable(f"{self.name}: answer over {MAX_ANSWER_BYTES} bytes") from exc
         except TimeoutError as exc:
             raise ProviderUnavailable(f"{self.name}: no answer in time") from exc
         except aiohttp.ClientError as exc:

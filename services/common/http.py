@@ -262,7 +262,7 @@ class InternalClient:
                 async with session.request(
                     method, url, data=content, params=query, headers=headers, trace_request_ctx=seen
                 ) as response:
-                    return response.status, await _read_within(response, limit, method, path)
+                    return response.status, await read_within(response, limit, method, path)
             except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                 if (
                     attempt == 0
@@ -435,7 +435,7 @@ _REUSE_TRACE = aiohttp.TraceConfig()
 _REUSE_TRACE.on_connection_reuseconn.append(_on_reused)
 
 
-async def _read_within(
+async def read_within(
     response: aiohttp.ClientResponse, limit: int, method: str, path: str
 ) -> bytes:
     """The whole body, or AnswerTooLarge as soon as it is known to be over `limit` (its

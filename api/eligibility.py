@@ -27,6 +27,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Protocol
 
+import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from api import accounts, identity, limits
@@ -95,6 +96,14 @@ def refuse(code: str, *, for_partner: bool, detail: str | None = None) -> Servic
     )
 
 
+class Eligible(msgspec.Struct, frozen=True):
+    """Who may sit, and what the check read about him that the seating path needs next."""
+
+    user: User
+    # seat him only from the quick-join queue, at an unlisted table (api.player_prefs)
+    random_opponents_only: bool
+
+
 async def wallet_balance(ledger: InternalClient, player: str) -> int:
     """The player's available balance (holds already taken off) as the ledger reports it."""
     try:
@@ -117,7 +126,7 @@ async def check_may_sit(
     invitation: Invitation | None = None,
     random_seat: bool = False,
     client_address: str | None = None,
-) -> User:
+) -> Eligible:
     """Raise a 403 unless `player_id` may be seated (and held the stake) by `acting` now.
 
     `kind` and `tier` None: a private table joined by code, whose tier only matchmaking
@@ -161,7 +170,9 @@ async def check_may_sit(
         code = "random_only"
     if code is not None:
         raise refuse(code, for_partner=not own, detail=detail)
-    return user
+    if mine is None:  # read above whenever no refusal came before it
+        raise RuntimeError("the player's settings were not read")
+    return Eligible(user=user, random_opponents_only=mine.random_opponents_only)
 
 
 def stake_of(kinds: KindList, kind: str, tier: str) -> tuple[int, bool]:

@@ -16,10 +16,10 @@ from litestar import Request, Response, get, post
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 
-from api import accounts, eligibility, invitations, limits, player_prefs
+from api import accounts, eligibility, invitations, limits
 from api.accounts import Session, User
 from api.backends import call, get_backends
-from api.eligibility import account_refusal, check_may_sit, is_paid, stake_of
+from api.eligibility import Eligible, account_refusal, check_may_sit, is_paid, stake_of
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role, signed_in
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import client_address
@@ -180,7 +180,7 @@ async def may_sit(
     invitation: eligibility.Invitation | None = None,
     *,
     random_seat: bool = False,
-) -> User:
+) -> Eligible:
     """`check_may_sit` with this app's database and services."""
     backends = get_backends(request.app.state)
     return await check_may_sit(
@@ -263,13 +263,16 @@ async def _join_kind(
         )
         return await _invite(request, session, data.partner, new)
     quick = body_type is QuickJoin
-    await may_sit(request, me.id, me, data.kind, data.tier, random_seat=quick)
+    eligible = await may_sit(request, me.id, me, data.kind, data.tier, random_seat=quick)
     key = _key(data.idempotency_key)
     body: QuickJoin | CreatePrivate
     if quick:
-        unlisted = await player_prefs.random_only(request.app.state.db, me.id)
         body = QuickJoin(
-            idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier, unlisted=unlisted
+            idempotency_key=key,
+            player_id=me.id,
+            kind=data.kind,
+            tier=data.tier,
+            unlisted=eligible.random_opponents_only,
         )
     else:
         body = CreatePrivate(idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier)

@@ -80,17 +80,12 @@ def timings_of(spec: dict[str, Any], log: list[bytes]) -> list[SeatTiming]:
     return out
 
 
-@get("/internal/integrity/timings", opt=callers_opt(GATEWAY, INTEGRITY))
-async def integrity_timings(
-    state: State,
-    since: Annotated[str, Parameter(min_length=1, max_length=40)],
-    after: Annotated[str | None, Parameter(max_length=160)] = None,
-    limit: Annotated[int, Parameter(ge=1, le=MAX_TIMINGS_PAGE)] = MAX_TIMINGS_PAGE,
-) -> TimingPage:
-    """Finished matches closed at or after `since`, after the cursor `after`, oldest first."""
+async def _finished_page(
+    pool: asyncpg.Pool, since: str, after: str | None, limit: int
+) -> list[asyncpg.Record]:
+    """A page of finished matches closed at or after `since`, after the cursor, oldest first."""
     at, match_id = _cursor(after)
-    pool: asyncpg.Pool = state.db
-    rows = await pool.fetch(
+    rows: list[asyncpg.Record] = await pool.fetch(
         "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
         " JOIN engine.matches m ON m.match_id = c.match_id"
         " WHERE c.status = 'finished' AND c.closed_at >= $1 AND (c.closed_at, c.match_id) > ($2, $3)"
@@ -100,12 +95,36 @@ async def integrity_timings(
         match_id,
         limit,
     )
+    return rows
+
+
+def _next_cursor(rows: list[asyncpg.Record]) -> str | None:
+    """The `after` of the next page: the last match's close time (microseconds) and id."""
+    if not rows:
+        return None
+    micros = int(rows[-1]["closed_at"].timestamp() * 1_000_000)
+    return f"{micros}:{rows[-1]['match_id']}"
+
+
+@get("/internal/integrity/timings", opt=callers_opt(GATEWAY, INTEGRITY))
+async def integrity_timings(
+    state: State,
+    since: Annotated[str, Parameter(min_length=1, max_length=40)],
+    after: Annotated[str | None, Parameter(max_length=160)] = None,
+    limit: Annotated[int, Parameter(ge=1, le=MAX_TIMINGS_PAGE)] = MAX_TIMINGS_PAGE,
+) -> TimingPage:
+    """Finished matches closed at or after `since`, after the cursor `after`, oldest first."""
+    pool: asyncpg.Pool = state.db
+    rows = await _finished_page(pool, since, after, limit)
+    logs: dict[str, list[bytes]] = {}
+    for r in await pool.fetch(
+        "SELECT match_id, record FROM engine.match_log WHERE match_id = ANY($1::text[])"
+        " ORDER BY match_id, log_no",
+        [row["match_id"] for row in rows],
+    ):
+        logs.setdefault(r["match_id"], []).append(bytes(r["record"]))
     matches = []
     for row in rows:
-        logs = await pool.fetch(
-            "SELECT record FROM engine.match_log WHERE match_id = $1 ORDER BY log_no",
-            row["match_id"],
-        )
         doc = row["spec"] if isinstance(row["spec"], dict) else msgspec.json.decode(row["spec"])
         spec: dict[str, Any] = doc.get("spec", {})  # stored as {spec, created_ms}
         matches.append(
@@ -113,13 +132,10 @@ async def integrity_timings(
                 match_id=row["match_id"],
                 tier=str(spec.get("tier", "free")),
                 closed_at_ms=int(row["closed_at"].timestamp() * 1000),
-                timings=timings_of(spec, [bytes(r["record"]) for r in logs]),
+                timings=timings_of(spec, logs.get(row["match_id"], [])),
             )
         )
-    cursor = None
-    if rows:
-        micros = int(rows[-1]["closed_at"].timestamp() * 1_000_000)
-        cursor = f"{micros}:{rows[-1]['match_id']}"
+    cursor = _next_cursor(rows)
     return TimingPage(matches=matches, next=cursor, more=len(rows) == limit)
 
 
@@ -142,18 +158,8 @@ async def integrity_hands(
     `since`, after the cursor `after`, oldest match first; at most `limit` matches and
     `MAX_HANDS_PER_MATCH` hands of each. Opening draws and hands without a result are left
     out."""
-    at, after_match = _cursor(after)
     pool: asyncpg.Pool = state.db
-    rows = await pool.fetch(
-        "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
-        " JOIN engine.matches m ON m.match_id = c.match_id"
-        " WHERE c.status = 'finished' AND c.closed_at >= $1 AND (c.closed_at, c.match_id) > ($2, $3)"
-        " ORDER BY c.closed_at, c.match_id LIMIT $4",
-        _since(since),
-        at,
-        after_match,
-        limit,
-    )
+    rows = await _finished_page(pool, since, after, limit)
     engine = state.get("engine")
     out: list[FinishedHand] = []
     for row in rows:
@@ -194,10 +200,7 @@ async def integrity_hands(
                     closed_at_ms=int(row["closed_at"].timestamp() * 1000),
                 )
             )
-    cursor = None
-    if rows:
-        micros = int(rows[-1]["closed_at"].timestamp() * 1_000_000)
-        cursor = f"{micros}:{rows[-1]['match_id']}"
+    cursor = _next_cursor(rows)
     return HandPage(hands=out, next=cursor, more=len(rows) == limit)
 
 

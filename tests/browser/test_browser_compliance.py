@@ -260,8 +260,17 @@ def test_reports_and_a_deliberate_losing_alert(browser: Any, size: str) -> None:
         shot(page, f"compliance-losing-{size}", full_page=True)
         # English: the labels change language too
         page.locator("#lang").click()
+        # the screen loads again in English: wait for its list before opening the alert
+        # (clicking the Spanish list while it is replaced opened the old detail now and then)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-test=cmp-alert]')]"
+            ".some((li) => li.innerText.includes('Loses on purpose'))"
+        )
         page.locator("[data-test=cmp-alert] button").first.click()
-        page.wait_for_selector("#cmp-detail:not([hidden]) [data-test=cmp-gift]")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('#cmp-detail:not([hidden]) dl.facts dt')]"
+            ".some((dt) => dt.innerText === 'Deviations above chance')"
+        )
         labels = page.locator("#cmp-detail dl.facts dt").all_inner_texts()
         assert "Deviations above chance" in labels
         page.context.close()

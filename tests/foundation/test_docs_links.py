@@ -173,3 +173,21 @@ def test_decision_records_are_short() -> None:
         p.name: n for p in records if (n := len(p.read_text().splitlines())) > MAX_DECISION_LINES
     }
     assert long == {}
+
+
+def test_every_doc_is_in_the_index() -> None:
+    """A reader finds every page from docs/README.md (runbooks from their own index)."""
+    index = DOCS / "README.md"
+    linked = {
+        (index.parent / t.partition("#")[0]).resolve()
+        for t in _targets(index.read_text())
+        if t and not _SCHEME.match(t)
+    }
+    runbooks = DOCS / "howto" / "runbooks"
+    pages = {
+        p.resolve()
+        for p in DOCS.rglob("*.md")
+        if p != index and not p.resolve().is_relative_to(runbooks.resolve())
+    }
+    assert sorted(str(p.relative_to(ROOT)) for p in pages - linked) == []
+    assert (runbooks / "README.md").resolve() in linked

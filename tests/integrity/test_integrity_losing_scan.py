@@ -214,5 +214,8 @@ async def test_past_the_cap_the_newest_hands_are_scored_and_a_recent_dumper_is_c
         assert {kinds[p.removeprefix(PREFIX)] for p in flagged if p.startswith(PREFIX)} == {
             "dumper"
         }
+        # a capped read leaves no cursor behind: the next round finds nothing newer
+        idle = await scan(db, sources, IntegrityConfig(losing_max_hands=cap), now=now)
+        assert (idle.ran, idle.why) == (False, "nothing new")
     finally:
         await db.dispose()

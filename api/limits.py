@@ -310,6 +310,7 @@ async def check_deposit(db: AsyncEngine, ledger: InternalClient, player: str, am
             "deposit_limit",
             f"beyond the player's {_WINDOW_WORD[window]} deposit limit: "
             f"{left} cents may still be deposited",
+            refs={"left_cents": [str(left)], "currency": [CURRENCY], "window": [window]},
         )
 
 

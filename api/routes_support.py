@@ -156,9 +156,10 @@ def _like_prefix(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-async def search_players(db: Any, q: str, after: str, limit: int) -> PlayerPage:
-    """Players whose id is `q` or starts with it, or whose display name starts with it
-    (case-insensitive), in id order."""
+def search_query(q: str, after: str, limit: int) -> sa.Select[Any]:
+    """The search's statement. Each arm of the OR is a LIKE prefix that its own index serves
+    (`users_id_prefix`, `users_display_name_prefix` in api/schema.py), so a search reads the
+    matching rows, not the table."""
     if not q.strip():
         raise ServiceError(400, "invalid_request", "q: a user name or the start of a name")
     prefix = _like_prefix(q.strip().lower())
@@ -172,7 +173,6 @@ async def search_players(db: Any, q: str, after: str, limit: int) -> PlayerPage:
         )
         .where(
             users.c.role == "player",
-            users.c.id > after,
             sa.or_(
                 users.c.id.like(prefix, escape="\\"),
                 sa.func.lower(users.c.display_name).like(prefix, escape="\\"),
@@ -181,6 +181,14 @@ async def search_players(db: Any, q: str, after: str, limit: int) -> PlayerPage:
         .order_by(users.c.id)
         .limit(limit + 1)
     )
+    # `id > ''` would be true of every row yet tempts the planner into the primary key
+    return query.where(users.c.id > after) if after else query
+
+
+async def search_players(db: Any, q: str, after: str, limit: int) -> PlayerPage:
+    """Players whose id is `q` or starts with it, or whose display name starts with it
+    (case-insensitive), in id order."""
+    query = search_query(q, after, limit)
     async with db.connect() as conn:
         rows = (await conn.execute(query)).all()
     found = [PlayerSummary(**row._asdict()) for row in rows[:limit]]

@@ -71,6 +71,19 @@ users = sa.Table(
     sa.CheckConstraint(_in("role", ROLES), name="users_role_check"),
     sa.CheckConstraint(_in("status", USER_STATUSES), name="users_status_check"),
 )
+# Support's player search (`api.routes_support.search_query`) matches a prefix of the id or
+# of the lowercased display name with LIKE; `text_pattern_ops` lets a btree serve a LIKE
+# prefix whatever the database's collation (the primary key's default ops do only under "C").
+sa.Index(
+    "users_id_prefix",
+    users.c.id,
+    postgresql_ops={"id": "text_pattern_ops"},
+)
+sa.Index(
+    "users_display_name_prefix",
+    sa.func.lower(users.c.display_name).label("display_name_lower"),
+    postgresql_ops={"display_name_lower": "text_pattern_ops"},
+)
 
 sessions = sa.Table(
     "sessions",

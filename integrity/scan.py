@@ -10,7 +10,7 @@ gateway's seat observations, run every detector, store the alerts.
   detectors' figures (a pair's net flow, a player's timing spread) are over the window.
 - Idempotent: every alert has a dedup key; a rescan updates the open alert.
 - Deliberate losing: the played hands of the window's finished matches come from the
-  engine's hands route (true deal and moves), at most `losing_max_hands` of them, with each
+  engine's hands route (true deal and moves), the newest `losing_max_hands` of them, with each
   match's stake and currency from the ledger's pots and its private flag from the seat
   observations; `integrity.losing.scan_losing` replays them in a worker thread (it is pure
   CPU) and each outlier becomes a `deliberate_losing` alert, one per player and month, with
@@ -59,7 +59,7 @@ class Sources(Protocol):
     async def timings(self, since: str, after: str | None) -> TimingPage: ...
 
     async def hands(
-        self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE
+        self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE, newest_first: bool = False
     ) -> HandPage: ...
 
 
@@ -84,10 +84,14 @@ class ContractSources:
             params["after"] = after
         return await self.engine.get("/internal/integrity/timings", TimingPage, params)
 
-    async def hands(self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE) -> HandPage:
+    async def hands(
+        self, since: str, after: str | None, limit: int = MAX_HANDS_PAGE, newest_first: bool = False
+    ) -> HandPage:
         params: dict[str, str | int] = {"since": since, "limit": limit}
         if after:
             params["after"] = after
+        if newest_first:
+            params["newest_first"] = "true"
         return await self.engine.get("/internal/integrity/hands", HandPage, params)
 
 
@@ -112,13 +116,11 @@ async def _nothing_new(db: AsyncEngine, sources: Sources, since: str) -> bool:
     cashier_at = int(await store.get_cursor(db, "cashier") or 0)
     timings_at = await store.get_cursor(db, "timings")
     seats_at = int(await store.get_cursor(db, "seats") or 0)
-    hands_at = await store.get_cursor(db, "hands")
     far_past = dt.datetime.fromtimestamp(0, dt.UTC)
     return (
         not (await sources.pots(since, pots_at)).pots
         and not (await sources.cashier(since, cashier_at)).moves
         and not (await sources.timings(since, timings_at)).matches
-        and not (await sources.hands(since, hands_at, 1)).hands
         and not await store.sightings(db, since=far_past, after_id=seats_at, limit=1)
     )
 
@@ -203,9 +205,10 @@ async def read_history(
 
 async def read_hands(
     sources: Sources, since: dt.datetime, pots: list[PotRecord], max_hands: int
-) -> tuple[list[HandRecord], str | None]:
-    """The played hands of the window's finished matches (at most `max_hands`, oldest match
-    first) as the deliberate-losing detector reads them, and the cursor reached."""
+) -> list[HandRecord]:
+    """The newest `max_hands` played hands of the window's finished matches, in the order
+    they were played, as the deliberate-losing detector reads them. They are read newest
+    first, so past the cap the oldest are left out, never a recent dumper's."""
     money: dict[str, tuple[int, str, bool | None]] = {
         p.match_id: (max((s.stake for s in p.seats), default=0), p.currency, p.private)
         for p in pots
@@ -214,7 +217,7 @@ async def read_hands(
     cursor: str | None = None
     iso = since.isoformat()
     while len(out) < max_hands:
-        page = await sources.hands(iso, cursor)
+        page = await sources.hands(iso, cursor, newest_first=True)
         for h in page.hands[: max_hands - len(out)]:
             stake, currency, private = money.get(h.match_id, (0, "USD", None))
             out.append(
@@ -239,7 +242,8 @@ async def read_hands(
             cursor = page.next
         if not page.more:
             break
-    return out, cursor
+    out.reverse()
+    return out
 
 
 def losing_alerts(report: LosingReport, month: str, z_alert: float = 4.0) -> list[NewAlert]:
@@ -332,7 +336,7 @@ async def scan(
                 return ScanReport(ran=False, why="nothing new")
             history, cursors = await read_history(db, sources, start)
             alerts = detect(history, cfg)
-            hands, hands_at = await read_hands(sources, start, history.pots, cfg.losing_max_hands)
+            hands = await read_hands(sources, start, history.pots, cfg.losing_max_hands)
             if hands:
                 limits = ScanLimits(
                     max_hands=cfg.losing_max_hands,
@@ -341,8 +345,6 @@ async def scan(
                 )
                 losing = await asyncio.to_thread(scan_losing, hands, limits)
                 alerts.extend(losing_alerts(losing, now.strftime("%Y-%m"), cfg.losing_z_alert))
-            if hands_at is not None:
-                cursors["hands"] = hands_at
             raised: list[store.Raised] = []
             for i in range(0, len(alerts), store.MAX_RAISE_BATCH):
                 raised.extend(await store.raise_alerts(db, alerts[i : i + store.MAX_RAISE_BATCH]))

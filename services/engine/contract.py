@@ -15,9 +15,10 @@ Routes (all under the service credential):
 - GET  /internal/matches/{match_id}/result          -> MatchResult (404 not_over while live)
 - GET  /internal/integrity/timings?since=ISO[&after=CURSOR][&limit=N] -> TimingPage (finished
   matches, oldest first: each player's response times; for the integrity scan)
-- GET  /internal/integrity/hands?since=ISO[&after=CURSOR][&limit=N] -> HandPage (the played
-  hands of finished matches, oldest match first, same cursor as timings; for the scan's
-  deliberate-losing detector)
+- GET  /internal/integrity/hands?since=ISO[&after=CURSOR][&limit=N][&newest_first=true]
+  -> HandPage (the played hands of finished matches, oldest match first, same cursor as
+  timings; with newest_first, the newest match and hand first and the cursor reads back; for
+  the scan's deliberate-losing detector)
 
 Sequence numbers: `seq` is the match's public version; every accepted action or engine step
 (deal, timeout, bot move) raises it by one and emits one or more events with that seq. An action must carry

@@ -12,7 +12,7 @@ import asyncpg
 import msgspec
 from litestar import get
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.params import FromQuery, Parameter
 
 from services.common.auth import GATEWAY, INTEGRITY, callers_opt
 from services.common.errors import ServiceError
@@ -80,16 +80,33 @@ def timings_of(spec: dict[str, Any], log: list[bytes]) -> list[SeatTiming]:
     return out
 
 
+_FINISHED_PAGE = (
+    "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
+    " JOIN engine.matches m ON m.match_id = c.match_id"
+    " WHERE c.status = 'finished' AND c.closed_at >= $1 AND (c.closed_at, c.match_id) > ($2, $3)"
+    " ORDER BY c.closed_at, c.match_id LIMIT $4"
+)
+# The same read from the other end: `after` is then a position to read back from.
+_FINISHED_PAGE_NEWEST_FIRST = (
+    "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
+    " JOIN engine.matches m ON m.match_id = c.match_id"
+    " WHERE c.status = 'finished' AND c.closed_at >= $1"
+    " AND ($2::timestamptz IS NULL OR (c.closed_at, c.match_id) < ($2, $3))"
+    " ORDER BY c.closed_at DESC, c.match_id DESC LIMIT $4"
+)
+
+
 async def _finished_page(
-    pool: asyncpg.Pool, since: str, after: str | None, limit: int
+    pool: asyncpg.Pool, since: str, after: str | None, limit: int, newest_first: bool = False
 ) -> list[asyncpg.Record]:
-    """A page of finished matches closed at or after `since`, after the cursor, oldest first."""
+    """A page of finished matches closed at or after `since`, past the cursor, oldest first
+    (or newest first)."""
+    at: dt.datetime | None
     at, match_id = _cursor(after)
+    if newest_first and not after:
+        at = None
     rows: list[asyncpg.Record] = await pool.fetch(
-        "SELECT c.match_id, c.closed_at, m.spec FROM engine.match_closed c"
-        " JOIN engine.matches m ON m.match_id = c.match_id"
-        " WHERE c.status = 'finished' AND c.closed_at >= $1 AND (c.closed_at, c.match_id) > ($2, $3)"
-        " ORDER BY c.closed_at, c.match_id LIMIT $4",
+        _FINISHED_PAGE_NEWEST_FIRST if newest_first else _FINISHED_PAGE,
         _since(since),
         at,
         match_id,
@@ -153,13 +170,15 @@ async def integrity_hands(
     since: Annotated[str, Parameter(min_length=1, max_length=40)],
     after: Annotated[str | None, Parameter(max_length=160)] = None,
     limit: Annotated[int, Parameter(ge=1, le=MAX_HANDS_PAGE)] = MAX_HANDS_PAGE,
+    newest_first: FromQuery[bool] = False,
 ) -> HandPage:
     """The played hands (true deal and moves) of the finished matches closed at or after
     `since`, after the cursor `after`, oldest match first; at most `limit` matches and
     `MAX_HANDS_PER_MATCH` hands of each. Opening draws and hands without a result are left
-    out."""
+    out. `newest_first`: the newest match first and each match's last hand first, so a
+    reader that stops at a cap keeps the most recent hands."""
     pool: asyncpg.Pool = state.db
-    rows = await _finished_page(pool, since, after, limit)
+    rows = await _finished_page(pool, since, after, limit, newest_first)
     engine = state.get("engine")
     out: list[FinishedHand] = []
     for row in rows:
@@ -177,6 +196,8 @@ async def integrity_hands(
                 if e.kind == "hand_ended" and e.data.get("deal_id")
             )
         )
+        if newest_first:
+            deals.reverse()
         for deal in deals[:MAX_HANDS_PER_MATCH]:
             hand = await build_transcript(state, deal, events=events, proofs=False)
             if hand is None:

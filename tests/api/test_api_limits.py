@@ -170,6 +170,9 @@ async def test_a_deposit_beyond_the_daily_limit_is_refused_with_the_allowance_le
         assert r.status_code == 403, r.text
         assert r.json()["error"] == "deposit_limit"
         assert "daily" in r.json()["detail"] and "3766 cents" in r.json()["detail"], r.text
+        # the page reads the allowance from refs, never from the words of the detail
+        left = {"left_cents": ["3766"], "currency": ["USD"], "window": ["day"]}
+        assert r.json()["refs"] == left, r.text
         assert await ps.balance("d_ana") == 1234
         assert (await _deposit(ps, "d_ana", 3766)).status_code == 200
         r = await _deposit(ps, "d_ana", 1)

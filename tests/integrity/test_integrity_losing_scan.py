@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterable
 
 import pytest
 
+from integrity import scan as scan_module
 from integrity import store
 from integrity.config import IntegrityConfig
-from integrity.losing import HandRecord
+from integrity.losing import HandRecord, LosingReport, ScanLimits, scan_losing
 from integrity.scan import scan
 from services.common.db import create_engine
 from services.common.migrate import upgrade
@@ -52,8 +54,9 @@ def _finished(h: HandRecord) -> FinishedHand:
 
 
 class HandSources:
-    """The engine's hands pages (cursor: how many hands were served) and the ledger's pot of
-    each ring match; nothing else."""
+    """The engine's hands pages (`hands` in the order played; cursor: how many hands were
+    served, from the newest end when read newest first) and the ledger's pot of each ring
+    match; nothing else."""
 
     def __init__(self, hands: list[FinishedHand], pots: list[SettledPot]) -> None:
         self.served = hands
@@ -69,10 +72,13 @@ class HandSources:
     async def timings(self, since: str, after: str | None) -> TimingPage:
         return TimingPage(matches=[])
 
-    async def hands(self, since: str, after: str | None, limit: int = PAGE) -> HandPage:
+    async def hands(
+        self, since: str, after: str | None, limit: int = PAGE, newest_first: bool = False
+    ) -> HandPage:
         self.pages += 1
         start = int(after or 0)
-        page = self.served[start : start + min(limit, PAGE)]
+        served = self.served[::-1] if newest_first else self.served
+        page = served[start : start + min(limit, PAGE)]
         end = start + len(page)
         return HandPage(hands=page, next=str(end) if page else after, more=end < len(self.served))
 
@@ -169,5 +175,47 @@ async def test_a_bounded_scan_reads_at_most_losing_max_hands(platform_db: str) -
         report = await scan(db, sources, IntegrityConfig(losing_max_hands=45), since=since)
         assert report.hands == 45
         assert sources.pages == 2  # stopped reading once it had enough
+    finally:
+        await db.dispose()
+
+
+async def test_past_the_cap_the_newest_hands_are_scored_and_a_recent_dumper_is_caught(
+    platform_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More hands than `losing_max_hands`: the honest players' old hands come first, the
+    dumper's 100 hands are the newest; the scan replays the newest hands, in the order they
+    were played, and flags him."""
+    played, kinds = history(seed=9, honest=10, hands_each=100, rings=1)
+    old = [_finished(h) for h in played if "dumper0" not in h.players]
+    recent = [_finished(h) for h in played if "dumper0" in h.players]
+    sources = HandSources([*old, *recent], [])
+    cap = 160
+    scored: list[str] = []
+
+    def spy(hands: Iterable[HandRecord], limits: ScanLimits | None = None) -> LosingReport:
+        hands = list(hands)
+        scored.extend(h.deal_id for h in hands)
+        return scan_losing(hands, limits)
+
+    monkeypatch.setattr(scan_module, "scan_losing", spy)
+    db = create_engine(platform_db, application_name="losing-scan-test", pool_size=3)
+    try:
+        since = dt.datetime.fromtimestamp(CLOSED_MS / 1000 - 86400, dt.UTC)
+        now = dt.datetime.now(dt.UTC)
+        report = await scan(
+            db, sources, IntegrityConfig(losing_max_hands=cap), since=since, now=now
+        )
+        assert len(old) > cap and report.hands == cap
+        assert scored == [h.deal_id for h in [*old, *recent][-cap:]]
+        assert sources.pages == cap // PAGE  # stopped reading once it had enough
+        page = await store.list_alerts(db, kind="deliberate_losing", limit=200)
+        flagged = {a.player for a in page.alerts if a.dedup_key.endswith(f"{now:%Y-%m}")}
+        assert PREFIX + "dumper0" in flagged
+        assert {kinds[p.removeprefix(PREFIX)] for p in flagged if p.startswith(PREFIX)} == {
+            "dumper"
+        }
+        # a capped read leaves no cursor behind: the next round finds nothing newer
+        idle = await scan(db, sources, IntegrityConfig(losing_max_hands=cap), now=now)
+        assert (idle.ran, idle.why) == (False, "nothing new")
     finally:
         await db.dispose()

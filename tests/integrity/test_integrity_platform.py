@@ -116,9 +116,14 @@ async def test_a_played_paid_match_reaches_the_scan_through_the_contracts(
         # the played hands, true deal and moves, with the real player ids: the deliberate-
         # losing detector replays every one of them with the rules
         since_dt = dt.datetime.fromisoformat(since)
-        hands, reached = await read_hands(sources, since_dt, [], 1000)
+        hands = await read_hands(sources, since_dt, [], 1000)
         played = [x for x in hands if x.match_id == match_id]
-        assert played and reached
+        assert played
+        # read newest first (so a cap keeps the newest), handed over in the order played
+        oldest_first = (await sources.hands(since, None)).hands
+        newest_first = (await sources.hands(since, None, newest_first=True)).hands
+        assert [x.deal_id for x in newest_first] == [x.deal_id for x in oldest_first][::-1]
+        assert [x.deal_id for x in hands] == [x.deal_id for x in oldest_first]
         assert all(set(x.players) == {"ip_ana", "ip_beto"} for x in played)
         assert all(x.deal_id.startswith(match_id + "/") and x.moves for x in played)
         replayed = scan_losing(played)
@@ -210,7 +215,9 @@ class FakeSources:
         matches = [MatchTimings(m, "10", ts[-1].at_ms, ts) for m, ts in by_match.items()]
         return TimingPage(matches=matches, next="done" if matches else None)
 
-    async def hands(self, since: str, after: str | None, limit: int = 50) -> HandPage:
+    async def hands(
+        self, since: str, after: str | None, limit: int = 50, newest_first: bool = False
+    ) -> HandPage:
         return HandPage(hands=[])
 
 

@@ -5,7 +5,7 @@ import { Table } from "./table.js";
 import { verifyTranscript } from "./verify.js";
 import { pinnedFirstKey } from "./guard.js";
 import { checkConsistency } from "./audit-log.js";
-import { loadFinance, checkChain, showStatement } from "./finance.js";
+import { loadFinance, checkChain, showStatement, cashierRefusal } from "./finance.js";
 import { loadClosing } from "./closing.js";
 import { loadLimits, scheduleReminder, stopReminders } from "./limits.js";
 import { loadSupport } from "./support.js";
@@ -468,7 +468,7 @@ function wire() {
       const r = await post(`/api/finance/${op}`, { player: String(f.get("player")).toLowerCase(), amount: cents, reference: f.get("reference"), idempotency_key: idem() });
       $("cashier-result").textContent = `✔ ${op === "deposits" ? t("deposited") : t("withdrawn")}: ${money(Math.abs(r.amount))} · ${r.player} · ${t("balance")} ${money(r.balance)}`;
       loadFinance();
-    })().catch((e) => { $("cashier-result").className = "error-text"; $("cashier-result").textContent = `✘ ${reasonText(e)}`; });
+    })().catch((e) => { $("cashier-result").className = "error-text"; $("cashier-result").textContent = `✘ ${cashierRefusal(e) ?? reasonText(e)}`; });
   };
   $("admin-create").onsubmit = (ev) => {
     ev.preventDefault();

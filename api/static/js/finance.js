@@ -103,3 +103,13 @@ export async function showStatement(player) {
     grid(st.lines, [["created_at", t("date")], ["kind", t("what")], ["match_id", t("match")], ["reference", t("reference")], ["amount", t("amount")], ["balance", t("balance")]]),
   );
 }
+
+// A deposit refused at the player's limit, in the reader's words: the allowance left comes
+// from the answer's `refs` (the detail is the server's English), written by `money()`.
+export function cashierRefusal(e) {
+  const refs = e?.body?.refs;
+  const left = Number(refs?.left_cents?.[0]);
+  const window = { day: t("fin_window_day"), week: t("fin_window_week"), month: t("fin_window_month") }[refs?.window?.[0]];
+  if (e?.code !== "deposit_limit" || !Number.isSafeInteger(left) || !window) return null;
+  return t("fin_deposit_limit").replace("{window}", window).replace("{left}", money(left, refs.currency?.[0] || "USD"));
+}

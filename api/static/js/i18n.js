@@ -288,6 +288,10 @@ const T = {
     fig_paid_gifts: "Regalos con apuesta", fig_private_gifts: "Regalos en mesa privada",
     fig_counterpart_gifts: "Regalos al mismo rival", fig_counterpart_stake_cents: "Apostado en sus regalos",
     fig_reports: "Denuncias", fig_reporters: "Denunciantes", fig_most_hours_in_24h: "Máximo de horas en 24 h",
+    // finance: the cashier's deposit past the player's limit
+    err_deposit_limit: "El depósito supera el límite de depósitos del jugador.",
+    fin_deposit_limit: "El depósito supera el límite {window} de depósitos del jugador: aún puede depositar {left}.",
+    fin_window_day: "diario", fin_window_week: "semanal", fin_window_month: "mensual",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -576,6 +580,10 @@ const T = {
     fig_paid_gifts: "Gifts with a stake", fig_private_gifts: "Gifts at private tables",
     fig_counterpart_gifts: "Gifts to the same rival", fig_counterpart_stake_cents: "Staked on his gifts",
     fig_reports: "Reports", fig_reporters: "Reporters", fig_most_hours_in_24h: "Most hours in 24 h",
+    // finance: the cashier's deposit past the player's limit
+    err_deposit_limit: "The deposit is beyond the player's deposit limit.",
+    fin_deposit_limit: "The deposit is beyond the player's {window} deposit limit: {left} may still be deposited.",
+    fin_window_day: "daily", fin_window_week: "weekly", fin_window_month: "monthly",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

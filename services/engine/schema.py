@@ -52,4 +52,11 @@ match_closed = sa.Table(
         "closed_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.text("now()")
     ),
     sa.CheckConstraint("status IN ('finished', 'void')", name="match_closed_status_check"),
+    # The integrity feed pages finished matches by (closed_at, match_id), either way round.
+    sa.Index(
+        "match_closed_finished_at",
+        "closed_at",
+        "match_id",
+        postgresql_where=sa.text("status = 'finished'"),
+    ),
 )

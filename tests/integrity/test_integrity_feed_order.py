@@ -10,7 +10,12 @@ import asyncpg
 import pytest
 
 from services.common.migrate import upgrade
-from services.engine.integrity_feed import _finished_page, _next_cursor
+from services.engine.integrity_feed import (
+    _FINISHED_PAGE,
+    _FINISHED_PAGE_NEWEST_FIRST,
+    _finished_page,
+    _next_cursor,
+)
 
 T0 = dt.datetime(2026, 11, 1, 12, tzinfo=dt.UTC)
 # (match, minutes after T0, status): two share a close time; a void one is never served
@@ -60,5 +65,31 @@ async def test_pages_read_oldest_or_newest_first_with_their_cursor(engine_db: st
         assert await _read(pool, since, True) == [["fo-f", "fo-e"], ["fo-c", "fo-b"], []]
         everything = T0.isoformat()
         assert await _read(pool, everything, True) == [["fo-f", "fo-e"], ["fo-c", "fo-b"], ["fo-a"]]
+    finally:
+        await pool.close()
+
+
+async def test_both_reads_go_through_the_finished_index(engine_db: str) -> None:
+    """A page is read from the index on finished matches by close time, not by scanning
+    every closed match (the table holds one row per match ever played)."""
+    pool = await asyncpg.create_pool(engine_db, min_size=1, max_size=1)
+    try:
+        await pool.execute(
+            "INSERT INTO engine.matches (match_id, spec)"
+            " SELECT 'fx-' || i, '{}' FROM generate_series(1, 4000) i"
+        )
+        await pool.execute(
+            "INSERT INTO engine.match_closed (match_id, status, closed_at)"
+            " SELECT 'fx-' || i, CASE WHEN i % 10 = 0 THEN 'void' ELSE 'finished' END,"
+            " $1::timestamptz + i * interval '1 minute' FROM generate_series(1, 4000) i",
+            T0,
+        )
+        await pool.execute("ANALYZE engine.matches")
+        await pool.execute("ANALYZE engine.match_closed")
+        since = T0 + dt.timedelta(days=2)
+        for sql, after in ((_FINISHED_PAGE, T0), (_FINISHED_PAGE_NEWEST_FIRST, None)):
+            plan = "\n".join(r[0] for r in await pool.fetch("EXPLAIN " + sql, since, after, "", 50))
+            assert "match_closed_finished_at" in plan, plan
+            assert "Seq Scan on match_closed" not in plan, plan
     finally:
         await pool.close()

@@ -242,7 +242,7 @@ const T = {
     rm_waiting: "Esperando respuestas", rm_seated: "¡Todos aceptaron! Abriendo la mesa…",
     rm_declined: "Alguien rechazó jugar otra vez.", rm_expired: "La propuesta caducó.",
     rm_failed: "No se pudo sentar a todos.",
-    err_rematch_expired: "La propuesta caducó.", err_rematch_closed: "Esa propuesta ya terminó.",
+    err_invitation_expired: "La invitación caducó.", err_invitation_closed: "Esa invitación ya terminó.",
     err_match_not_over: "La partida aún no ha terminado.",
     err_rematch_needs_players: "Solo se repite una partida entre jugadores.",
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
@@ -288,6 +288,8 @@ const T = {
     fig_paid_gifts: "Regalos con apuesta", fig_private_gifts: "Regalos en mesa privada",
     fig_counterpart_gifts: "Regalos al mismo rival", fig_counterpart_stake_cents: "Apostado en sus regalos",
     fig_reports: "Denuncias", fig_reporters: "Denunciantes", fig_most_hours_in_24h: "Máximo de horas en 24 h",
+    // invitations: "play again" withdrawn by its proposer (rematch.js)
+    rm_cancelled: "Retiraste la propuesta.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -530,7 +532,7 @@ const T = {
     rm_waiting: "Waiting for answers", rm_seated: "Everyone accepted! Opening the table…",
     rm_declined: "Someone declined to play again.", rm_expired: "The proposal expired.",
     rm_failed: "Not everyone could be seated.",
-    err_rematch_expired: "The proposal expired.", err_rematch_closed: "That proposal is over.",
+    err_invitation_expired: "The invitation expired.", err_invitation_closed: "That invitation is over.",
     err_match_not_over: "The match is not over yet.",
     err_rematch_needs_players: "Only a match between players can be played again.",
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
@@ -576,6 +578,8 @@ const T = {
     fig_paid_gifts: "Gifts with a stake", fig_private_gifts: "Gifts at private tables",
     fig_counterpart_gifts: "Gifts to the same rival", fig_counterpart_stake_cents: "Staked on his gifts",
     fig_reports: "Reports", fig_reporters: "Reporters", fig_most_hours_in_24h: "Most hours in 24 h",
+    // invitations: "play again" withdrawn by its proposer (rematch.js)
+    rm_cancelled: "You withdrew the proposal.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -9,6 +9,7 @@ in-process (platform_stack) and play real matches.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ import pytest
 
 from api.backends import get_backends
 from api.identity import IdentityStatus, InMemoryIdentity
+from api.invitations import Invitation, Member
+from api.routes_invitations import rematch_seats
 from services.common.migrate import upgrade
 from tests.api.platform_stack import COMPONENTS, play_turns
 from tests.api.test_api_invitations import DEPOSIT, STAKE, Players, _finance, _sql, players
@@ -214,3 +217,42 @@ async def test_two_pairs_of_four_humans_are_seated_with_the_same_partners(
         for name in names:
             assert now[partner[name]] == (now[name] + 2) % 4, (now, partner)
             assert await ps.balance(name) == before[name] - STAKE
+
+
+def test_play_again_teams_keep_partners_together_and_the_proposer_first() -> None:
+    """The seating order of a rematch: partners (half the table apart) join as one team, and
+    the proposer's team opens the table, wherever he sat; one on one, everyone alone."""
+
+    def teams(seats: dict[int, str], proposer: str, pairs: bool) -> list[list[str]]:
+        now = datetime.now(UTC)
+        inv = Invitation(
+            id=1,
+            inviter=proposer,
+            op="private",
+            kind="casa-parejas",
+            tier="10",
+            invite_code=None,
+            match_id="m-1",
+            status="accepted",
+            failure=None,
+            table_id=None,
+            created_at=now,
+            expires_at=now,
+            decided_at=now,
+            expired=False,
+            players=[
+                Member(s.player, s.seat, s.team, "accepted")
+                for s in rematch_seats(seats, proposer, pairs)
+            ],
+        )
+        return inv.teams()
+
+    four = {0: "ana", 1: "ben", 2: "cris", 3: "dani"}
+    assert teams(four, "ana", True) == [["ana", "cris"], ["ben", "dani"]]
+    assert teams(four, "dani", True) == [["ben", "dani"], ["ana", "cris"]]
+    assert teams({0: "ana", 1: "ben"}, "ben", False) == [["ben"], ["ana"]]
+    assert teams({0: "ana", 1: "ben", 2: "cris"}, "cris", False) == [
+        ["cris"],
+        ["ben"],
+        ["ana"],
+    ]

@@ -1,11 +1,11 @@
 """The one check before a player is seated or his money is held: `check_may_sit`.
 
 Every gateway path that seats a player or asks for a hold on his wallet (quick join, private
-table, join by code, CPU tables, an accepted invitation, and any later rematch) calls it for
+table, join by code, CPU tables, an accepted invitation or rematch) calls it for
 each player it seats, just before asking matchmaking. It checks, in order:
 
-1. consent: the acting user is the player himself, or the player is one side of an invitation
-   that the invitee is accepting in his own session (the inviter named the partner in his);
+1. consent: the acting user is the player himself, or the player accepted (in his own session)
+   the invitation the acting user, one of its players, is now accepting (api/invitations.py);
 2. the player exists and has the `player` role;
 3. the account is not locked (locked players sit nowhere, free tables included);
 4. at paid tiers: a verified adult, one account per person, in an allowed region without a
@@ -44,11 +44,9 @@ FREE_TIER = "free"
 class Invitation(Protocol):
     """What the consent rule needs from an invitation (api.invitations.Invitation)."""
 
-    @property
-    def inviter(self) -> str: ...
+    def player_ids(self) -> list[str]: ...
 
-    @property
-    def invitee(self) -> str: ...
+    def accepted_by(self, player: str) -> bool: ...
 
 
 def is_paid(tier: str | None) -> bool:
@@ -139,8 +137,8 @@ async def check_may_sit(
     if not own:
         consented = (
             invitation is not None
-            and invitation.invitee == acting.id
-            and player_id in (invitation.inviter, invitation.invitee)
+            and acting.id in invitation.player_ids()
+            and invitation.accepted_by(player_id)
         )
         if not consented:
             raise refuse("not_your_seat", for_partner=False)

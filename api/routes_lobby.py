@@ -2,7 +2,7 @@
 
 The player id sent to matchmaking is always the signed-in player's own. Naming a partner only
 sends him an invitation (api/routes_invitations.py): he is seated, and held his stake, once he
-accepts it in his own session. Every seat passes `api.eligibility.check_may_sit` first.
+accepts it in his own session; "play again" after a match is an invitation too. Every seat passes `api.eligibility.check_may_sit` first.
 """
 
 from __future__ import annotations
@@ -125,37 +125,57 @@ def _key(request_key: str | None) -> str:
     return f"gw-{request_key or secrets.token_hex(12)}"
 
 
+class PlayerAnswer(msgspec.Struct, frozen=True):
+    player: str
+    answer: str  # pending, accepted or declined
+
+
 class InvitationOut(msgspec.Struct, frozen=True):
-    """An invitation to sit as someone's partner, as its inviter or invitee sees it."""
+    """An invitation as one of its players sees it: a partner's (one invitee) or "play again"
+    (`match_id`: everyone of that match). `table` is yours once seated."""
 
     invitation_id: int
     inviter: str
-    invitee: str
+    invitees: list[str]
     op: str  # quick, private or code: the join it stands for
     kind: str | None
     tier: str | None
     invite_code: str | None
+    match_id: str | None
     status: str  # pending, accepted, declined, cancelled, expired or failed
     failure: str | None
     table_id: str | None
     created_at: datetime
     expires_at: datetime
+    players: list[PlayerAnswer]
+    waiting_for: int
+    my_answer: str
+    sent_by_me: bool
+    table: TableOut | None = None
 
 
-def invitation_out(inv: invitations.Invitation) -> InvitationOut:
+def invitation_out(
+    inv: invitations.Invitation, me: str, table: TableOut | None = None
+) -> InvitationOut:
     return InvitationOut(
         invitation_id=inv.id,
         inviter=inv.inviter,
-        invitee=inv.invitee,
+        invitees=inv.invitees(),
         op=inv.op,
         kind=inv.kind,
         tier=inv.tier,
         invite_code=inv.invite_code,
+        match_id=inv.match_id,
         status="expired" if inv.expired else inv.status,
         failure=inv.failure,
         table_id=inv.table_id,
         created_at=inv.created_at,
         expires_at=inv.expires_at,
+        players=[PlayerAnswer(p.player, p.answer) for p in inv.players],
+        waiting_for=len(inv.waiting_for()),
+        my_answer=inv.answer_of(me) or "pending",
+        sent_by_me=inv.inviter == me,
+        table=table,
     )
 
 
@@ -227,7 +247,7 @@ async def _invite(
     inv, replayed = await invitations.create(request.app.state.db, new, ttl_s)
     if not replayed:
         log.info("invitation_created", invitation_id=inv.id, inviter=me.id, invitee=partner)
-    return Response(invitation_out(inv), status_code=202)
+    return Response(invitation_out(inv, me.id), status_code=202)
 
 
 def msgspec_table_ok(table_id: str) -> bool:
@@ -255,7 +275,7 @@ async def _join_kind(
     if data.partner is not None:
         new = invitations.NewInvitation(
             inviter=me.id,
-            invitee=data.partner,
+            players=invitations.partner_seats(me.id, data.partner),
             op=op,
             kind=data.kind,
             tier=data.tier,
@@ -360,7 +380,7 @@ class LobbyController(GuardedController):
         if data.partner is not None:
             new = invitations.NewInvitation(
                 inviter=me.id,
-                invitee=data.partner,
+                players=invitations.partner_seats(me.id, data.partner),
                 op="code",
                 invite_code=code,
                 idempotency_key=key,

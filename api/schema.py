@@ -1,5 +1,5 @@
 """SQLAlchemy Core table definitions of the gateway schema (accounts, sessions, chat,
-invitations, rematches, identity checks, the staff audit log, responsible-play limits,
+invitations, identity checks, the staff audit log, responsible-play limits,
 support's disputes and refund proposals, players' settings and reports): the source of truth.
 The baseline migration creates the tables from this metadata; a test checks that autogenerate
 finds no drift.
@@ -120,29 +120,37 @@ chat = sa.Table(
     sa.Index("chat_match", "match_id", "id"),
 )
 
+# Invitations (api/invitations.py): an offer from one player to named others, to sit together
+# once every one of them has accepted in his own session; a partner (one invitee) or "play
+# again" with the people of a finished match (its `match_id`: one per match, no key).
 invitations = sa.Table(
     "invitations",
     metadata,
     sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("inviter", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
-    sa.Column("invitee", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
     sa.Column("op", sa.Text, nullable=False),
     sa.Column("kind", sa.Text),
     sa.Column("tier", sa.Text),
     sa.Column("invite_code", sa.Text),
+    sa.Column("match_id", sa.Text, unique=True),
     sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'pending'")),
     sa.Column("failure", sa.Text),
     sa.Column("table_id", sa.Text),
-    sa.Column("idempotency_key", sa.Text, nullable=False),
+    sa.Column("idempotency_key", sa.Text),
     _timestamp("created_at", nullable=False, server_default=_now()),
     _timestamp("expires_at", nullable=False),
     _timestamp("decided_at"),
-    sa.CheckConstraint("inviter <> invitee", name="invitations_check"),
     sa.CheckConstraint("expires_at > created_at", name="invitations_check1"),
     sa.CheckConstraint(
         "CASE WHEN op = 'code' THEN invite_code IS NOT NULL AND kind IS NULL AND tier IS NULL"
         " ELSE invite_code IS NULL AND kind IS NOT NULL AND tier IS NOT NULL END",
         name="invitations_check2",
+    ),
+    # A rematch is keyed by its match (and opens a private table); any other by the inviter's key.
+    sa.CheckConstraint(
+        "CASE WHEN match_id IS NULL THEN idempotency_key IS NOT NULL"
+        " ELSE idempotency_key IS NULL AND op = 'private' END",
+        name="invitations_check3",
     ),
     sa.CheckConstraint("failure ~ '^[a-z_]{1,64}$'", name="invitations_failure_check"),
     sa.CheckConstraint(
@@ -151,6 +159,9 @@ invitations = sa.Table(
     ),
     sa.CheckConstraint("invite_code ~ '^[A-Z0-9]{4,16}$'", name="invitations_invite_code_check"),
     sa.CheckConstraint("kind ~ '^[a-z0-9-]{1,40}$'", name="invitations_kind_check"),
+    sa.CheckConstraint(
+        "length(match_id) >= 1 AND length(match_id) <= 128", name="invitations_match_id_check"
+    ),
     sa.CheckConstraint(_in("op", ("quick", "private", "code")), name="invitations_op_check"),
     sa.CheckConstraint(_in("status", INVITATION_STATUSES), name="invitations_status_check"),
     sa.CheckConstraint(
@@ -158,56 +169,31 @@ invitations = sa.Table(
     ),
     sa.CheckConstraint(_in("tier", TIERS), name="invitations_tier_check"),
     sa.UniqueConstraint("inviter", "idempotency_key"),
-    sa.Index("invitations_invitee", "invitee", "status"),
     sa.Index("invitations_inviter", "inviter", "status"),
 )
 
-# "Play again" with the same people (api/rematches.py): one proposal per finished match, an
-# answer per player; nobody is seated or held until every one has accepted.
-REMATCH_STATUSES = ("pending", "seating", "seated", "declined", "expired", "failed")
-rematches = sa.Table(
-    "rematches",
-    metadata,
-    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
-    sa.Column("match_id", sa.Text, nullable=False, unique=True),
-    sa.Column("proposer", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), nullable=False),
-    sa.Column("kind", sa.Text, nullable=False),
-    sa.Column("tier", sa.Text, nullable=False),
-    sa.Column("pairs", sa.Boolean, nullable=False),
-    sa.Column("status", sa.Text, nullable=False, server_default=sa.text("'pending'")),
-    sa.Column("failure", sa.Text),
-    sa.Column("table_id", sa.Text),
-    _timestamp("created_at", nullable=False, server_default=_now()),
-    _timestamp("expires_at", nullable=False),
-    _timestamp("decided_at"),
-    sa.CheckConstraint("expires_at > created_at", name="rematches_check"),
-    sa.CheckConstraint(
-        "length(match_id) >= 1 AND length(match_id) <= 128", name="rematches_match_id_check"
-    ),
-    sa.CheckConstraint("kind ~ '^[a-z0-9-]{1,40}$'", name="rematches_kind_check"),
-    sa.CheckConstraint(_in("tier", TIERS), name="rematches_tier_check"),
-    sa.CheckConstraint(_in("status", REMATCH_STATUSES), name="rematches_status_check"),
-    sa.CheckConstraint("failure ~ '^[a-z_]{1,64}$'", name="rematches_failure_check"),
-    sa.CheckConstraint(
-        "length(table_id) >= 1 AND length(table_id) <= 64", name="rematches_table_id_check"
-    ),
-)
-
-rematch_players = sa.Table(
-    "rematch_players",
+# Everyone an invitation seats, the inviter included (his answer is `accepted` from the start).
+# Players of one `team` join together, as partners; the inviter's team (0) joins first.
+invitation_players = sa.Table(
+    "invitation_players",
     metadata,
     sa.Column(
-        "rematch_id", sa.BigInteger, sa.ForeignKey(f"{SCHEMA}.rematches.id"), primary_key=True
+        "invitation_id",
+        sa.BigInteger,
+        sa.ForeignKey(f"{SCHEMA}.invitations.id"),
+        primary_key=True,
     ),
     sa.Column("player", sa.Text, sa.ForeignKey(f"{SCHEMA}.users.id"), primary_key=True),
     sa.Column("seat", sa.SmallInteger, nullable=False),
+    sa.Column("team", sa.SmallInteger, nullable=False),
     sa.Column("answer", sa.Text, nullable=False, server_default=sa.text("'pending'")),
     _timestamp("answered_at"),
-    sa.CheckConstraint("seat >= 0 AND seat <= 15", name="rematch_players_seat_check"),
+    sa.CheckConstraint("seat >= 0 AND seat <= 15", name="invitation_players_seat_check"),
+    sa.CheckConstraint("team >= 0 AND team <= 15", name="invitation_players_team_check"),
     sa.CheckConstraint(
-        _in("answer", ("pending", "accepted", "declined")), name="rematch_players_answer_check"
+        _in("answer", ("pending", "accepted", "declined")), name="invitation_players_answer_check"
     ),
-    sa.Index("rematch_players_player", "player", "answer"),
+    sa.Index("invitation_players_player", "player", "answer"),
 )
 
 # The identity provider's verified answers (api/identity.py): reused for a bounded time, and

@@ -383,7 +383,7 @@ VARIABLES: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "MESA_INVITATION_TTL_S": (
         "invitation_ttl_s",
         _invitation_ttl,
-        "how long a partner invitation waits for an answer",
+        "how long an invitation (a partner's, or play again) waits for answers",
     ),
     "MESA_IDENTITY_PROVIDER": (
         "identity_provider",

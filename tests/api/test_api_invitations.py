@@ -131,7 +131,7 @@ async def test_partner_is_seated_and_held_only_after_accepting(
         r = await ps[ana].post(path, json=body)
         assert r.status_code == 202, r.text
         inv = r.json()
-        assert inv["status"] == "pending" and inv["invitee"] == cris and inv["op"] == op
+        assert inv["status"] == "pending" and inv["invitees"] == [cris] and inv["op"] == op
         # Nothing held from, or seated for, either of them yet.
         assert await ps.balance(cris) == DEPOSIT and await ps.seats(cris) == []
         assert await ps.balance(ana) == DEPOSIT and await ps.seats(ana) == []
@@ -144,8 +144,8 @@ async def test_partner_is_seated_and_held_only_after_accepting(
         ok = await ps[cris].post(f"/api/invitations/{inv['invitation_id']}/accept")
         assert ok.status_code == 200, ok.text
         table = ok.json()["table"]
-        assert ok.json()["invitation"]["status"] == "accepted"
-        assert ok.json()["invitation"]["table_id"] == table["table_id"]
+        assert ok.json()["status"] == "accepted"
+        assert ok.json()["table_id"] == table["table_id"]
         assert _across(table, ana, cris), table
         assert await ps.balance(cris) == DEPOSIT - STAKE
         assert await ps.balance(ana) == DEPOSIT - STAKE
@@ -235,8 +235,8 @@ async def test_decline_cancel_expiry_and_misuse(
         # And at most sixty an hour, however many were cancelled (sent earlier, here by SQL).
         await _sql(
             platform_db,
-            "INSERT INTO gateway.invitations (inviter, invitee, op, kind, tier, status, "
-            "idempotency_key, created_at, expires_at) SELECT 'm_dani', 'm_cris', 'quick', "
+            "INSERT INTO gateway.invitations (inviter, op, kind, tier, status, "
+            "idempotency_key, created_at, expires_at) SELECT 'm_dani', 'quick', "
             "'casa-parejas', '20', 'cancelled', 'old-' || n, now() - interval '30 minutes', "
             "now() - interval '29 minutes' FROM generate_series(1, 60) AS n",
         )
@@ -296,6 +296,7 @@ READS = {
     ("GET", "/api/lobby/tables/{table_id:str}"),
     ("GET", "/api/invitations"),
     ("GET", "/api/invitations/{invitation_id:int}"),
+    ("GET", "/api/invitations/by-match/{match_id:str}"),
     # These unseat or close; they never seat anyone or hold money (checked below all the same).
     ("POST", "/api/lobby/leave"),
     ("POST", "/api/invitations/{invitation_id:int}/decline"),
@@ -307,6 +308,7 @@ SEATING = {
     ("POST", "/api/lobby/join-code"),
     ("POST", "/api/lobby/cpu"),
     ("POST", "/api/invitations/{invitation_id:int}/accept"),
+    ("POST", "/api/invitations/rematch"),
 }
 
 
@@ -386,6 +388,20 @@ async def test_no_route_seats_or_holds_a_third_party_or_an_excluded_player(
                 await untouched()
 
         attempts[("POST", "/api/invitations/{invitation_id:int}/accept")] = accept
+
+        async def rematch() -> None:
+            # "Play again" names a match, never a player, and only one the caller played.
+            for field in ("player_id", "player", "partner", "invitees"):
+                r = await ps["e_ana"].post(
+                    "/api/invitations/rematch", json={"match_id": "m-none", field: victim}
+                )
+                assert r.status_code == 400, (field, r.text)
+                await untouched()
+            r = await ps["e_ana"].post("/api/invitations/rematch", json={"match_id": "m-none"})
+            assert r.status_code == 404, r.text
+            await untouched()
+
+        attempts[("POST", "/api/invitations/rematch")] = rematch
         assert set(attempts) == SEATING
         for route in sorted(SEATING):
             await attempts[route]()
@@ -453,6 +469,7 @@ async def test_no_route_seats_or_holds_a_third_party_or_an_excluded_player(
             "/api/lobby/join-code": {"invite_code": code},
             "/api/lobby/cpu": {"kind": "apuesta-1v1"},
             "/api/invitations/{invitation_id:int}/accept": None,
+            "/api/invitations/rematch": {"match_id": "m-none"},
         }
         assert {("POST", path) for path in bodies} == SEATING
         for path, body in bodies.items():

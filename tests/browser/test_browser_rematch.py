@@ -1,6 +1,6 @@
 """The wallet's verification line and the match-over "play again" panel in Chromium, on the
 page alone with the API answered by the test (page.route): the states a player sees (propose,
-waiting for N, asked to accept, declined, expired, seated), at phone and desktop sizes, with
+waiting for N, asked to accept, declined, expired, seated, withdrawn), at phone and desktop sizes, with
 touch targets of 44 px, no overflow and no serious axe-core violation."""
 
 from __future__ import annotations
@@ -26,23 +26,30 @@ from tests.browser.browser_helpers import (
 pytestmark = [pytest.mark.browser]
 
 
-def _rematch(status: str, my_answer: str, waiting: int) -> dict[str, Any]:
+def _rematch(status: str, my_answer: str, waiting: int, mine: bool = False) -> dict[str, Any]:
+    """The "play again" invitation of m-1 as ben sees it (as ana, its proposer, when `mine`);
+    status "seated" is an accepted invitation with its table."""
     return {
-        "rematch_id": 7,
-        "match_id": "m-1",
-        "proposer": "ana",
+        "invitation_id": 7,
+        "inviter": "ana",
+        "invitees": ["ben"],
+        "op": "private",
         "kind": "casa-duelo",
         "tier": "10",
-        "status": status,
+        "invite_code": None,
+        "match_id": "m-1",
+        "status": "accepted" if status == "seated" else status,
         "failure": None,
         "table_id": "t-9" if status == "seated" else None,
+        "created_at": "2026-12-02T01:59:00Z",
         "expires_at": "2026-12-02T02:00:00Z",
         "players": [
             {"player": "ana", "answer": "accepted"},
             {"player": "ben", "answer": my_answer},
         ],
         "waiting_for": waiting,
-        "my_answer": my_answer,
+        "my_answer": "accepted" if mine else my_answer,
+        "sent_by_me": mine,
         "table": None,
     }
 
@@ -59,18 +66,20 @@ class FakeApi:
         if url.endswith("/api/me/verification"):
             body = {"may_play_paid": False, "reason": "vpn_detected", "detail": "vpn"}
             return self.json(route, 200, body)
-        if "/api/rematches" in url and method == "POST":
+        if "/api/invitations" in url and method == "POST":
             self.posts.append(url.split("/api/", 1)[1])
-            if url.endswith("/api/rematches"):
-                self.rematch = _rematch("pending", "accepted", 1)
+            if url.endswith("/api/invitations/rematch"):
+                self.rematch = _rematch("pending", "pending", 1, mine=True)
             elif url.endswith("/accept"):
                 self.rematch = _rematch("seated", "accepted", 0)
             elif url.endswith("/decline"):
                 self.rematch = _rematch("declined", "declined", 0)
+            elif url.endswith("/cancel"):
+                self.rematch = _rematch("cancelled", "pending", 1, mine=True)
             return self.json(route, 200, self.rematch)
-        if "/api/rematches/by-match/" in url:
+        if "/api/invitations/by-match/" in url:
             if self.rematch is None:
-                return self.json(route, 404, {"error": "rematch_not_found", "detail": "none"})
+                return self.json(route, 404, {"error": "invitation_not_found", "detail": "none"})
             return self.json(route, 200, self.rematch)
         return self.json(route, 404, {"error": "not_found", "detail": "not here"})
 
@@ -155,8 +164,11 @@ def test_verification_line_and_play_again_states(size: str) -> None:
             assert small_targets(page, "#match-over") == []
             assert axe_panel(page) == [], "rematch waiting"
             assert_fits(page, "rematch waiting")
+            # The proposer may withdraw it (cancel), not decline his own proposal.
+            page.wait_for_selector("[data-test=rematch-cancel]")
+            assert page.query_selector("[data-test=rematch-decline]") is None
             # Someone declines: the next poll says so, and the panel stops.
-            api.rematch = _rematch("declined", "accepted", 0)
+            api.rematch = _rematch("declined", "accepted", 0, mine=True)
             page.wait_for_function(
                 "() => document.querySelector('.rematch').dataset.status === 'declined'"
             )
@@ -172,7 +184,7 @@ def test_verification_line_and_play_again_states(size: str) -> None:
             assert axe_panel(page) == [], "rematch asked"
             page.click("[data-test=rematch-accept]")
             page.wait_for_function("() => window.seated === 't-9'")
-            assert api.posts[-1] == "rematches/7/accept"
+            assert api.posts[-1] == "invitations/7/accept"
 
             # Expired while waiting.
             api.rematch = _rematch("expired", "pending", 1)
@@ -181,6 +193,16 @@ def test_verification_line_and_play_again_states(size: str) -> None:
                 "() => document.querySelector('.rematch').dataset.status === 'expired'"
             )
             assert _state(page) == "La propuesta caducó."
+
+            # The proposer withdraws it: over for everyone.
+            api.rematch = _rematch("pending", "pending", 1, mine=True)
+            page.evaluate(MOUNT)
+            page.click("[data-test=rematch-cancel]")
+            page.wait_for_function(
+                "() => document.querySelector('.rematch').dataset.status === 'cancelled'"
+            )
+            assert api.posts[-1] == "invitations/7/cancel"
+            assert _state(page) == "Retiraste la propuesta."
             assert not errors, errors
         finally:
             browser.close()

@@ -28,6 +28,8 @@ GRANTS = (
     "GRANT UPDATE (revoked_at) ON gateway.sessions TO mesa_app",
     "GRANT DELETE ON gateway.sessions TO mesa_app",
     "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.invitations TO mesa_app",
+    "GRANT SELECT, INSERT ON gateway.invitation_players TO mesa_app",
+    "GRANT UPDATE (answer, answered_at) ON gateway.invitation_players TO mesa_app",
     "GRANT SELECT, INSERT ON gateway.play_limits, gateway.play_settings TO mesa_app",
     "GRANT UPDATE (cents, pending_cents, pending_at, updated_at) ON gateway.play_limits "
     "TO mesa_app",
@@ -40,9 +42,6 @@ GRANTS = (
     "GRANT UPDATE (status, decided_by, decided_at, decision_reason, reversal_entry_id) "
     "ON gateway.refund_proposals TO mesa_app",
     "GRANT SELECT, INSERT, UPDATE ON gateway.identity_checks TO mesa_app",
-    "GRANT SELECT, INSERT ON gateway.rematches, gateway.rematch_players TO mesa_app",
-    "GRANT UPDATE (status, failure, table_id, decided_at) ON gateway.rematches TO mesa_app",
-    "GRANT UPDATE (answer, answered_at) ON gateway.rematch_players TO mesa_app",
     "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA gateway TO mesa_app",
     # Players' reports are append-only for the application.
     "GRANT SELECT, INSERT ON gateway.player_reports TO mesa_app",

@@ -176,7 +176,8 @@ const finished = new Set();
 // ---------------------------------------------------------------- invitations
 function inviteWhat(inv) {
   if (inv.op === "code") return `${t("bycode")} ${inv.invite_code}`;
-  return `${kindTitle(inv.kind)} · ${inv.tier === "free" ? t("free") : money(Math.round(Number(inv.tier) * 100))}`;
+  const game = `${kindTitle(inv.kind)} · ${inv.tier === "free" ? t("free") : money(Math.round(Number(inv.tier) * 100))}`;
+  return inv.match_id ? `${t("playagain")} · ${game}` : game;
 }
 
 function secondsLeft(inv) {
@@ -189,7 +190,7 @@ function inviteButton(label, who, action, inv) {
       const r = await post(`/api/invitations/${inv.invitation_id}/${action}`);
       if (action === "accept") {
         flash(t("accepted"));
-        if (r.table.match_id) openTable(r.table.match_id, r.table);
+        if (r.table?.match_id) openTable(r.table.match_id, r.table);
         else loadLobby();
       } else loadInvitations();
     }) });
@@ -205,14 +206,14 @@ async function loadInvitations() {
     inviteButton("accept", i.inviter, "accept", i),
     inviteButton("decline", i.inviter, "decline", i))) : [emptyItem("noinvites")]));
   $("invites-out").replaceChildren(...(inv.outgoing.length ? inv.outgoing.map((i) => el("li", {},
-    el("span", { class: "grow", text: `${t("youinvited")} ${i.invitee} · ${inviteWhat(i)} · ${t("expiresin")} ${num(secondsLeft(i))} ${t("seconds")}` }),
-    inviteButton("cancel", i.invitee, "cancel", i))) : [emptyItem("noinvites")]));
+    el("span", { class: "grow", text: `${t("youinvited")} ${i.invitees.join(", ")} · ${inviteWhat(i)} · ${t("expiresin")} ${num(secondsLeft(i))} ${t("seconds")}` }),
+    inviteButton("cancel", i.invitees.join(", "), "cancel", i))) : [emptyItem("noinvites")]));
 }
 
 // A join that names a partner answers with an invitation (nobody is seated until he accepts).
 function joinedOrInvited(r) {
   if (r && r.invitation_id !== undefined) {
-    flash(`${t("invitesent")} ${r.invitee}`);
+    flash(`${t("invitesent")} ${r.invitees.join(", ")}`);
     loadInvitations();
     return true;
   }

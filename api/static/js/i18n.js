@@ -242,7 +242,7 @@ const T = {
     rm_waiting: "Esperando respuestas", rm_seated: "¡Todos aceptaron! Abriendo la mesa…",
     rm_declined: "Alguien rechazó jugar otra vez.", rm_expired: "La propuesta caducó.",
     rm_failed: "No se pudo sentar a todos.",
-    err_rematch_expired: "La propuesta caducó.", err_rematch_closed: "Esa propuesta ya terminó.",
+    err_invitation_expired: "La invitación caducó.", err_invitation_closed: "Esa invitación ya terminó.",
     err_match_not_over: "La partida aún no ha terminado.",
     err_rematch_needs_players: "Solo se repite una partida entre jugadores.",
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
@@ -292,6 +292,8 @@ const T = {
     err_deposit_limit: "El depósito supera el límite de depósitos del jugador.",
     fin_deposit_limit: "El depósito supera el límite {window} de depósitos del jugador: aún puede depositar {left}.",
     fin_window_day: "diario", fin_window_week: "semanal", fin_window_month: "mensual",
+    // invitations: "play again" withdrawn by its proposer (rematch.js)
+    rm_cancelled: "Retiraste la propuesta.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -534,7 +536,7 @@ const T = {
     rm_waiting: "Waiting for answers", rm_seated: "Everyone accepted! Opening the table…",
     rm_declined: "Someone declined to play again.", rm_expired: "The proposal expired.",
     rm_failed: "Not everyone could be seated.",
-    err_rematch_expired: "The proposal expired.", err_rematch_closed: "That proposal is over.",
+    err_invitation_expired: "The invitation expired.", err_invitation_closed: "That invitation is over.",
     err_match_not_over: "The match is not over yet.",
     err_rematch_needs_players: "Only a match between players can be played again.",
     // fairness: checkpoint policy and consistency between two sizes (audit-log.js)
@@ -584,6 +586,8 @@ const T = {
     err_deposit_limit: "The deposit is beyond the player's deposit limit.",
     fin_deposit_limit: "The deposit is beyond the player's {window} deposit limit: {left} may still be deposited.",
     fin_window_day: "daily", fin_window_week: "weekly", fin_window_month: "monthly",
+    // invitations: "play again" withdrawn by its proposer (rematch.js)
+    rm_cancelled: "You withdrew the proposal.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -1,6 +1,7 @@
 // "Play again" with the same people on the match-over panel: propose it, or answer another
-// player's proposal, and see its state (waiting for N, declined, expired, seated).
-// Routes: api/routes_rematches.py. Nobody is seated until everyone has accepted.
+// player's proposal, and see its state (waiting for N, declined, expired, seated). It is an
+// invitation to everyone of the match (api/routes_invitations.py): nobody is seated until
+// everyone has accepted.
 import { el, get, post, ApiError } from "./api.js";
 import { t, has, num } from "./i18n.js";
 
@@ -35,7 +36,7 @@ export class RematchPanel {
 
   async start() {
     try {
-      this.show(await get(`/api/rematches/by-match/${encodeURIComponent(this.matchId)}`));
+      this.show(await get(`/api/invitations/by-match/${encodeURIComponent(this.matchId)}`));
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) this.offer();
       else this.say(reason(e));
@@ -53,7 +54,7 @@ export class RematchPanel {
     if (!this.alive) return;
     this.polls += 1;
     try {
-      this.show(await get(`/api/rematches/by-match/${encodeURIComponent(this.matchId)}`));
+      this.show(await get(`/api/invitations/by-match/${encodeURIComponent(this.matchId)}`));
     } catch (e) {
       if (!(e instanceof ApiError && e.status === 404)) this.say(reason(e));
     }
@@ -69,7 +70,7 @@ export class RematchPanel {
 
   offer() {
     this.say("");
-    this.actions.replaceChildren(this.button("playagain", "play-again", () => this.act(() => post("/api/rematches", { match_id: this.matchId }))));
+    this.actions.replaceChildren(this.button("playagain", "play-again", () => this.act(() => post("/api/invitations/rematch", { match_id: this.matchId }))));
   }
 
   async act(call) {
@@ -84,28 +85,33 @@ export class RematchPanel {
   }
 
   show(r) {
-    this.rematch = r;
-    const id = r.rematch_id;
-    const status = r.status;
+    // Everyone accepted: "seating" until the table is there, then "seated".
+    const status = r.status === "accepted" ? (r.table_id ? "seated" : "seating") : r.status;
+    this.rematch = { ...r, status };
+    const id = r.invitation_id;
     this.box.dataset.status = status;
     if (status === "pending" && r.my_answer === "pending") {
-      this.say(`${t("rm_invited")}: ${r.proposer}`);
+      this.say(`${t("rm_invited")}: ${r.inviter}`);
       this.actions.replaceChildren(
-        this.button("rm_accept", "rematch-accept", () => this.act(() => post(`/api/rematches/${id}/accept`)), true),
-        this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/rematches/${id}/decline`))),
+        this.button("rm_accept", "rematch-accept", () => this.act(() => post(`/api/invitations/${id}/accept`)), true),
+        this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/invitations/${id}/decline`))),
       );
       return;
     }
     if (status === "pending" || status === "seating") {
       this.say(`${t("rm_waiting")}: ${num(r.waiting_for)}`);
-      this.actions.replaceChildren(this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/rematches/${id}/decline`))));
+      // The proposer withdraws it; anyone else declines (both end it for everyone).
+      const end = r.sent_by_me
+        ? this.button("cancel", "rematch-cancel", () => this.act(() => post(`/api/invitations/${id}/cancel`)))
+        : this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/invitations/${id}/decline`)));
+      this.actions.replaceChildren(...(status === "pending" ? [end] : []));
       return;
     }
     this.actions.replaceChildren();
     if (status === "seated") {
       this.say(t("rm_seated"));
       this.stop();
-      this.onSeated?.(r);
+      this.onSeated?.(this.rematch);
       return;
     }
     const why = r.failure && has(`err_${r.failure}`) ? ` ${t(`err_${r.failure}`)}` : "";

@@ -288,9 +288,10 @@ class FinanceController(GuardedController):
         request: Request[Any, Any, Any],
         data: JSONBody[CashierRequest],
     ) -> CashierResult:
-        """Cashier deposit: external:cashier -> wallet:<player>."""
-        result: CashierResult = await cashier.move(request.app.state, session.user, data, "deposit")
-        return result
+        """Cashier deposit: external:cashier -> wallet:<player>. Refused 403 `deposit_limit`,
+        `cooling_off` or a region code; 503 `cashier_busy` while another movement for him is
+        in flight. A retry with a posted `idempotency_key` answers it (`replayed: true`)."""
+        return await cashier.move(request.app.state, session.user, data, "deposit")
 
     @post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
     async def withdraw(
@@ -299,11 +300,9 @@ class FinanceController(GuardedController):
         request: Request[Any, Any, Any],
         data: JSONBody[CashierRequest],
     ) -> CashierResult:
-        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
-        result: CashierResult = await cashier.move(
-            request.app.state, session.user, data, "withdrawal"
-        )
-        return result
+        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero). Refused
+        403 `withdrawals_held` under a compliance hold; otherwise as a deposit."""
+        return await cashier.move(request.app.state, session.user, data, "withdrawal")
 
     @get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
     async def trial_balance(self, request: Request[Any, Any, Any]) -> Any:

@@ -12,7 +12,7 @@ A cool-off (24 hours to 6 weeks) closes paid tables and deposits until it ends; 
 stay open. It cannot be shortened or cancelled, only extended.
 
 The checks live here and are called by `api.eligibility.check_may_sit` (a paid seat) and the
-cashier's deposit route; `limits_of` is the plain read the player's and staff screens show.
+cashier (api/cashier.py); `limits_of` is the plain read the player's and staff screens show.
 """
 
 from __future__ import annotations
@@ -296,9 +296,13 @@ async def seat_refusal(
     return None
 
 
-async def check_deposit(db: AsyncEngine, ledger: InternalClient, player: str, amount: int) -> None:
+async def check_deposit(
+    db: AsyncEngine | AsyncConnection, ledger: InternalClient, player: str, amount: int
+) -> None:
     """Refuse (403) a deposit while the player cools off or beyond his deposit limits; the
-    detail names the allowance left, to the cent."""
+    detail names the allowance left, to the cent. The cashier calls it under the player's
+    cashier lock (api/cashier.py): no other deposit for him posts between this check and
+    the posting it allows."""
     limits = await limits_of(db, player)
     if limits.cooling_off_until is not None:
         raise ServiceError(403, "cooling_off", cooling_off_detail(limits.cooling_off_until))

@@ -15,6 +15,7 @@ from litestar.params import FromQuery, JSONBody, Parameter
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from api import accounts, staff_audit
+from api.cashier import lock_player
 from api.feed import MatchFeed
 from api.guards import CurrentSession, GuardedController, requires_role
 from api.integrity import alerts_of_day
@@ -243,6 +244,8 @@ class ComplianceController(GuardedController):
         db: AsyncEngine = request.app.state.db
         await _player(db, player)
         async with db.begin() as conn:
+            # The cashier's lock: a withdrawal in flight posts before the hold, or sees it.
+            await lock_player(conn, player)
             placed = await store.place_hold(
                 conn, player, actor=session.user.id, reason=data.reason, alert_id=data.alert_id
             )

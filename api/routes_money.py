@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import io
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import date
 from typing import Annotated, Any, Literal, NoReturn, TypeVar
@@ -20,84 +19,31 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from litestar.response import Stream
 
-from api import limits, staff_audit
-from api.accounts import Session
+from api import cashier
 from api.backends import call, get_backends
-from api.eligibility import refuse
+from api.cashier import CashierRequest, CashierResult, Wallet, open_wallet, wallet_of
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from integrity import store as integrity_store
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
 from services.ledger.contract import (
     MAX_JOURNAL_PAGE,
     MAX_POTS_PAGE,
     MAX_STATEMENT_PAGE,
-    AccountOpened,
-    DepositRequest,
-    EntryResult,
     JournalPage,
     JournalRow,
-    OpenAccount,
     StatementLine,
     StatementPage,
-    WalletBalance,
-    WithdrawRequest,
 )
 
 log = get_logger()
 
-PlayerName = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_.-]{3,32}$")]
-Reference = Annotated[str, msgspec.Meta(min_length=1, max_length=120, pattern=r"^[\x20-\x7e]+$")]
-IdemKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{8,100}$")]
-Cents = Annotated[int, msgspec.Meta(gt=0, le=10_000_000)]  # at most $100,000 per movement
 MAX_CSV_ROWS = 100_000
 # Statement pages, as the ledger serves them (`next` continues after a wallet version).
 PageSize = Annotated[int, Parameter(ge=1, le=MAX_STATEMENT_PAGE)]
 Version = Annotated[int, Parameter(ge=0, le=2**62)]
 # An export reads at most this many pages (10 million postings at the ledger's page size).
 MAX_EXPORT_PAGES = 2_000
-
-
-class Wallet(msgspec.Struct, frozen=True):
-    player: str
-    currency: str
-    balance: int
-
-
-class CashierRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    player: PlayerName
-    amount: Cents
-    reference: Reference
-    # The page sends one per click; a retry with the same key is not a second movement.
-    idempotency_key: IdemKey | None = None
-
-
-class CashierResult(msgspec.Struct, frozen=True):
-    player: str
-    amount: int
-    kind: str
-    balance: int
-    entry_id: int | None
-    replayed: bool
-
-
-async def wallet_of(state: Any, player: str) -> Wallet:
-    ledger = get_backends(state).ledger
-    try:
-        found = await call("ledger", ledger.get(f"/v1/wallets/{player}", WalletBalance))
-    except ServiceError as exc:
-        if exc.status == 404:
-            return Wallet(player=player, currency="USD", balance=0)
-        raise
-    return Wallet(player=found.player, currency=found.currency, balance=found.balance)
-
-
-async def open_wallet(state: Any, player: str) -> None:
-    """Open the player's ledger wallet (idempotent): the ledger takes no money for a player
-    whose wallet was never opened."""
-    ledger = get_backends(state).ledger
-    await call("ledger", ledger.post("/v1/accounts", OpenAccount(player=player), AccountOpened))
 
 
 async def open_wallet_at_sign_up(state: Any, player: str) -> None:
@@ -152,70 +98,6 @@ async def _statement(
 
 
 # --- finance -------------------------------------------------------------------------------
-
-
-async def _cashier(
-    request: Request[Any, Any, Any], session: Session, data: CashierRequest, kind: str
-) -> Any:
-    from api import accounts
-
-    user = await accounts.get_user(request.app.state.db, data.player)
-    if user is None or user.role != "player":
-        raise ServiceError(404, "no_such_player", "no player with that name")
-    # Money moves only for a verified adult placed in an allowed region; staff act for him,
-    # so he is placed by the provider from his own last device check, not by this request.
-    refusal = await get_backends(request.app.state).place.paid_play_refusal(
-        request.app.state.db, data.player, None
-    )
-    if refusal is not None:
-        raise refuse(refusal, for_partner=False)
-    key = f"gw-{kind}-{data.idempotency_key or secrets.token_hex(12)}"
-    # The ledger keeps the cashier's reference as typed (the processor's settlement file
-    # carries the same one); who recorded the movement is in the staff audit log below.
-    reference = data.reference
-    ledger = get_backends(request.app.state).ledger
-    body: Any
-    path = "/v1/deposits" if kind == "deposit" else "/v1/withdrawals"
-    if kind == "deposit":
-        # Refused before the ledger is asked: a cool-off, or beyond the player's deposit limits.
-        await limits.check_deposit(request.app.state.db, ledger, data.player, data.amount)
-        # players who registered before wallets were opened at sign-up (or while the ledger
-        # was unreachable) get theirs now: the gateway has just checked that they exist
-        await open_wallet(request.app.state, data.player)
-        body = DepositRequest(
-            idempotency_key=key, player=data.player, amount=data.amount, reference=reference
-        )
-    else:
-        if await integrity_store.active_hold(request.app.state.db, data.player) is not None:
-            raise ServiceError(
-                403, "withdrawals_held", "compliance holds this player's withdrawals"
-            )
-        body = WithdrawRequest(
-            idempotency_key=key, player=data.player, amount=data.amount, reference=reference
-        )
-    result = await call("ledger", ledger.post(path, body, EntryResult))
-    await staff_audit.record(
-        request.app.state.db,
-        session.user,
-        f"finance.{kind}",
-        f"user:{data.player}",
-        data.reference,
-        {
-            "amount": data.amount,
-            "idempotency_key": key,
-            "entry_id": getattr(result, "entry_id", None),
-            "replayed": bool(getattr(result, "replayed", False)),
-        },
-    )
-    wallet = await wallet_of(request.app.state, data.player)
-    return CashierResult(
-        player=data.player,
-        amount=data.amount,
-        kind=kind,
-        balance=wallet.balance,
-        entry_id=getattr(result, "entry_id", None),
-        replayed=bool(getattr(result, "replayed", False)),
-    )
 
 
 def msgspec_ok_player(player: str) -> bool:
@@ -406,9 +288,10 @@ class FinanceController(GuardedController):
         request: Request[Any, Any, Any],
         data: JSONBody[CashierRequest],
     ) -> CashierResult:
-        """Cashier deposit: external:cashier -> wallet:<player>."""
-        result: CashierResult = await _cashier(request, session, data, "deposit")
-        return result
+        """Cashier deposit: external:cashier -> wallet:<player>. Refused 403 `deposit_limit`,
+        `cooling_off` or a region code; 503 `cashier_busy` while another movement for him is
+        in flight. A retry with a posted `idempotency_key` answers it (`replayed: true`)."""
+        return await cashier.move(request.app.state, session.user, data, "deposit")
 
     @post("/api/finance/withdrawals", status_code=200, tags=["finance"], responses=WRITE_ERRORS)
     async def withdraw(
@@ -417,9 +300,9 @@ class FinanceController(GuardedController):
         request: Request[Any, Any, Any],
         data: JSONBody[CashierRequest],
     ) -> CashierResult:
-        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero)."""
-        result: CashierResult = await _cashier(request, session, data, "withdrawal")
-        return result
+        """Cashier withdrawal: wallet:<player> -> external:cashier (never below zero). Refused
+        403 `withdrawals_held` under a compliance hold; otherwise as a deposit."""
+        return await cashier.move(request.app.state, session.user, data, "withdrawal")
 
     @get("/api/finance/trial-balance", tags=["finance"], responses=READ_ERRORS)
     async def trial_balance(self, request: Request[Any, Any, Any]) -> Any:

@@ -75,6 +75,7 @@ SQL = {
     "void": "SELECT ledger.void_match($1, $2, $3, $4)::text",
     "reverse": "SELECT ledger.reverse_entry($1, $2, $3, $4)::text",
     "open_wallet": "SELECT ledger.open_wallet($1, $2)::text",
+    "replay": "SELECT ledger._replay($1, $2)::text",
 }
 
 
@@ -186,6 +187,13 @@ class Ledger:
         if isinstance(last, asyncpg.PostgresError) and last.sqlstate == "23505":
             raise LedgerError(409, "conflict", str(last)) from None
         raise LedgerUnavailable(f"database unavailable: {type(last).__name__}: {last}")
+
+    async def prior(self, key: str, digest: bytes) -> str | None:
+        """The first answer to the posting made under `key` (`replayed: true`), as JSON text;
+        None when nothing was posted under it. Reads only. 409 `idempotency_key_reused` when
+        `key` posted another request than the one `digest` hashes (see `*_args`)."""
+        raw: str | None = await self.call_raw("replay", key, digest)
+        return raw
 
     async def _call(self, operation: str, *args: Any) -> EntryResult:
         return decode_result(await self.runner(operation, *args))

@@ -130,16 +130,20 @@ class _Replay(msgspec.Struct):
     replayed: bool = False
 
 
+def _refusal(exc: LedgerError, operation: str) -> ServiceError:
+    if exc.status >= 500:
+        log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
+        return ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail)
+    return ServiceError(exc.status, exc.code, exc.detail)
+
+
 async def _post(state: State, operation: str, args: tuple[Any, ...]) -> bytes:
     """Run one posting operation: its result document, or a ServiceError with its refusal."""
     group: GroupCommit = state.group_commit
     try:
         raw = await group.call(operation, *args)
     except LedgerError as exc:
-        if exc.status >= 500:
-            log.error("ledger_error", code=exc.code, detail=exc.detail, operation=operation)
-            raise ServiceError(503 if exc.status == 503 else 500, exc.code, exc.detail) from None
-        raise ServiceError(exc.status, exc.code, exc.detail) from None
+        raise _refusal(exc, operation) from None
     if not msgspec.json.decode(raw, type=_Replay).replayed:
         child(LEDGER_POSTINGS, operation).inc()
     return raw.encode()
@@ -159,6 +163,35 @@ async def withdraw(state: State, data: JSONBody[WithdrawRequest]) -> Response[by
         data.idempotency_key, data.player, data.amount, data.currency, data.reference
     )
     return await _posted(state, "withdraw", args)
+
+
+async def _replayed(state: State, args: tuple[Any, ...]) -> Response[bytes]:
+    """The first answer to a posting's key and request (`args`), or 404 `not_posted`."""
+    try:
+        raw = await _ledger(state).prior(args[0], args[1])
+    except LedgerError as exc:
+        raise _refusal(exc, "replay") from None
+    if raw is None:
+        raise ServiceError(404, "not_posted", "nothing was posted under this idempotency key")
+    return _json(raw)
+
+
+# A retry's answer before its checks: the gateway asks whether a cashier key was posted
+# already, so a limit that now counts the first posting does not refuse its retry. Reads only.
+@post("/v1/deposits/replay", status_code=200, opt=callers_opt(GATEWAY))
+async def deposit_replay(state: State, data: JSONBody[DepositRequest]) -> Response[bytes]:
+    args = _ledger(state).deposit_args(
+        data.idempotency_key, data.player, data.amount, data.currency, data.reference
+    )
+    return await _replayed(state, args)
+
+
+@post("/v1/withdrawals/replay", status_code=200, opt=callers_opt(GATEWAY))
+async def withdraw_replay(state: State, data: JSONBody[WithdrawRequest]) -> Response[bytes]:
+    args = _ledger(state).withdraw_args(
+        data.idempotency_key, data.player, data.amount, data.currency, data.reference
+    )
+    return await _replayed(state, args)
 
 
 @post("/v1/reversals", status_code=200, opt=CASHIER_DESK)
@@ -877,6 +910,8 @@ def create_app(
             deposit,
             withdraw,
             reverse,
+            deposit_replay,
+            withdraw_replay,
             hold,
             release,
             start_match,

@@ -9,6 +9,10 @@ Endpoints (all need a service credential; 4xx bodies are ``{"error": code, "deta
 
     POST /v1/deposits                      DepositRequest   -> EntryResult  (cashier)
     POST /v1/withdrawals                   WithdrawRequest  -> EntryResult  (cashier)
+    POST /v1/deposits/replay               DepositRequest   -> EntryResult  (gateway; reads
+    POST /v1/withdrawals/replay            WithdrawRequest  -> EntryResult   only: the first
+                                           answer to this key, `replayed: true`; 404
+                                           `not_posted`; 409 `idempotency_key_reused`)
     POST /v1/holds                         HoldRequest      -> EntryResult  (matchmaking)
     POST /v1/holds/release                 ReleaseRequest   -> EntryResult  (matchmaking)
     POST /v1/matches/start                 StartMatchRequest -> EntryResult (matchmaking)

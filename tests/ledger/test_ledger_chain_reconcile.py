@@ -30,15 +30,14 @@ async def test_clean_books_pass_every_command(
     ledger: Ledger, url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     await _book_some_activity(ledger)
-    assert await cashier_cli.run(["deposit", "cr_e", "1", "--reference", "cr-0"], url) == 1
     assert await cashier_cli.run(["open", "cr_e"], url) == 0
     assert await cashier_cli.run(["open", "cr_e"], url) == 0
-    assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
-    assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 0
-    assert "already posted" in capsys.readouterr().out
-    assert await cashier_cli.run(["withdraw", "cr_e", "99", "--reference", "cr-w"], url) == 1
-    assert "insufficient_funds" in capsys.readouterr().err
-    assert await cashier_cli.run(["deposit", "cr_e", "1.5", "--reference", "x"], url) == 2
+    assert "already open" in capsys.readouterr().out
+    # Money moves only through the gateway's checked cashier: the CLI posts none (bad usage).
+    assert await cashier_cli.run(["deposit", "cr_e", "12.34", "--reference", "cr-pay"], url) == 2
+    assert await cashier_cli.run(["withdraw", "cr_e", "1", "--reference", "cr-w"], url) == 2
+    capsys.readouterr()
+    await ledger.deposit(key(), "cr_e", 1234, "USD", "cr-pay")
 
     today = dt.datetime.now(dt.UTC).date().isoformat()
     assert await cli.run(["reconcile"], url) == 0

@@ -211,6 +211,34 @@ async def test_a_wallet_is_opened_once_and_only_an_opened_one_takes_money(
     assert entry(await client.post("/v1/deposits", json=deposit)).postings[1].balance_after == 5
 
 
+async def test_a_replay_answers_a_posted_key_and_never_posts(
+    client: AsyncTestClient[Any],
+) -> None:
+    await open_wallet(client, "svc_rp")
+    deposit = {"idempotency_key": key(), "player": "svc_rp", "amount": 700, "reference": "r"}
+    refusal(await client.post("/v1/deposits/replay", json=deposit), 404, "not_posted")
+    assert (await client.get("/v1/wallets/svc_rp")).json()["balance"] == 0  # nothing posted
+    posted = entry(await client.post("/v1/deposits", json=deposit))
+    replayed = entry(await client.post("/v1/deposits/replay", json=deposit))
+    assert replayed.replayed and not posted.replayed
+    assert (replayed.entry_id, replayed.postings) == (posted.entry_id, posted.postings)
+    # The same key for another request is the ledger's conflict, as a posting would be.
+    other = {**deposit, "amount": 701}
+    refusal(await client.post("/v1/deposits/replay", json=other), 409, "idempotency_key_reused")
+    refusal(
+        await client.post("/v1/withdrawals/replay", json=deposit), 409, "idempotency_key_reused"
+    )
+    withdrawal = {**deposit, "idempotency_key": key(), "amount": 200}
+    refusal(await client.post("/v1/withdrawals/replay", json=withdrawal), 404, "not_posted")
+    out = entry(await client.post("/v1/withdrawals", json=withdrawal))
+    again = entry(await client.post("/v1/withdrawals/replay", json=withdrawal))
+    assert again.replayed and again.entry_id == out.entry_id
+    assert (await client.get("/v1/wallets/svc_rp")).json()["balance"] == 500
+    refusal(
+        await client.post("/v1/deposits/replay", json={**deposit, "x": 1}), 400, "invalid_request"
+    )
+
+
 async def test_refusals_map_to_4xx(client: AsyncTestClient[Any]) -> None:
     refusal(await client.post("/v1/deposits", content=b"{not json"), 400, "invalid_request")
     refusal(

@@ -290,6 +290,7 @@ const T = {
     fig_reports: "Denuncias", fig_reporters: "Denunciantes", fig_most_hours_in_24h: "Máximo de horas en 24 h",
     // finance: the cashier's deposit past the player's limit
     err_deposit_limit: "El depósito supera el límite de depósitos del jugador.",
+    err_cashier_busy: "Hay otro movimiento en curso para este jugador; inténtalo de nuevo.",
     fin_deposit_limit: "El depósito supera el límite {window} de depósitos del jugador: aún puede depositar {left}.",
     fin_window_day: "diario", fin_window_week: "semanal", fin_window_month: "mensual",
     // invitations: "play again" withdrawn by its proposer (rematch.js)
@@ -584,6 +585,7 @@ const T = {
     fig_reports: "Reports", fig_reporters: "Reporters", fig_most_hours_in_24h: "Most hours in 24 h",
     // finance: the cashier's deposit past the player's limit
     err_deposit_limit: "The deposit is beyond the player's deposit limit.",
+    err_cashier_busy: "Another movement for this player is in progress; try again.",
     fin_deposit_limit: "The deposit is beyond the player's {window} deposit limit: {left} may still be deposited.",
     fin_window_day: "daily", fin_window_week: "weekly", fin_window_month: "monthly",
     // invitations: "play again" withdrawn by its proposer (rematch.js)

@@ -1,6 +1,8 @@
-"""Refund proposals: support proposes reversing one ledger entry of a player's statement;
-a finance user who is not the proposer approves it, and only then does the gateway ask the
-ledger for the reversal, or rejects it. A refund is nothing but the ledger's reversal, so it
+"""Refund proposals, the one way a cashier entry is corrected: support (`POST
+/api/support/refunds`) or finance (`POST /api/finance/refunds`) proposes reversing one deposit
+or withdrawal of a player's statement; a finance user who is not the proposer approves it, and
+only then does the gateway ask the ledger for the reversal, or rejects it. No command or other
+route posts a reversal (the ledger's `/v1/reversals` answers the gateway alone). A refund is nothing but the ledger's reversal, so it
 is refused exactly where the ledger refuses one (only cashier deposits and withdrawals, at
 most once, `docs/howto/reverse-an-entry.md`), with the ledger's code.
 
@@ -27,7 +29,7 @@ from api.backends import call, get_backends
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.routes_money import _statement
-from api.schema import disputes, refund_proposals
+from api.schema import disputes, refund_proposals, users
 from api.staff_audit import Reason
 from services.common.errors import ServiceError
 from services.ledger.contract import EntryResult, ReversalRequest, StatementLine
@@ -38,6 +40,8 @@ REVERSIBLE_KINDS = ("deposit", "withdrawal")
 MAX_STATEMENT_PAGES = 50
 MAX_PENDING_PER_PLAYER = 20
 MAX_PAGE = 100
+# The staff audit log's area of a proposal, by the proposer's role.
+PROPOSER_AREAS = {"support": "support", "finance": "finance"}
 
 
 class ProposeRefund(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -112,6 +116,17 @@ async def _find_line(state: Any, player: str, entry_id: int) -> tuple[StatementL
 
 
 async def propose(state: Any, user: User, data: ProposeRefund) -> Proposal:
+    area = PROPOSER_AREAS.get(user.role)
+    if area is None:
+        raise ServiceError(403, "forbidden", "only support or finance proposes a correction")
+    async with state.db.connect() as conn:
+        player = (
+            await conn.execute(
+                sa.select(users.c.id).where(users.c.id == data.player, users.c.role == "player")
+            )
+        ).scalar_one_or_none()
+    if player is None:
+        raise ServiceError(404, "no_such_player", "no player with that name")
     line, currency = await _find_line(state, data.player, data.entry_id)
     if line.kind not in REVERSIBLE_KINDS:
         # The ledger's own refusal, said before anyone has to decide on it.
@@ -167,7 +182,7 @@ async def propose(state: Any, user: User, data: ProposeRefund) -> Proposal:
             await staff_audit.record(
                 conn,
                 user,
-                "support.refund_propose",
+                f"{area}.refund_propose",
                 f"user:{data.player}",
                 data.reason,
                 {
@@ -214,12 +229,13 @@ def _check_decider(row: Any, user: User) -> None:
 async def approve(state: Any, user: User, proposal_id: int, reason: str) -> Proposal:
     async with state.db.begin() as conn:
         row = await _locked(conn, proposal_id)
+        # The proposer is refused even once it is decided: his "approval" is never an answer.
+        _check_decider(row, user)
         if row["status"] == "approved":
             # A retried approval: the reversal was posted once; nothing changes.
             return _proposal(row)
         if row["status"] != "proposed":
             raise ServiceError(409, "refund_decided", f"the proposal was {row['status']}")
-        _check_decider(row, user)
         key = idempotency_key(proposal_id)
         ledger = get_backends(state).ledger
         reversal = ReversalRequest(
@@ -304,7 +320,7 @@ RefundId = Annotated[int, Parameter(ge=1, le=2**62)]
 
 
 class RefundDecisionController(GuardedController):
-    """Finance decides support's refund proposals (never the proposer)."""
+    """Finance proposes corrections and decides proposals (never the proposer his own)."""
 
     guards = [requires_role("finance")]
 
@@ -318,6 +334,17 @@ class RefundDecisionController(GuardedController):
         """Refund proposals newest first, 100 at most (`before`: the last one's id)."""
         async with request.app.state.db.connect() as conn:
             return await proposals_of(conn, status=status, before=before)
+
+    @post("/api/finance/refunds", status_code=201, tags=["finance"], responses=WRITE_ERRORS)
+    async def propose_refund(
+        self,
+        user: CurrentUser,
+        request: Request[Any, Any, Any],
+        data: JSONBody[ProposeRefund],
+    ) -> Proposal:
+        """Propose reversing one cashier deposit or withdrawal of the player's statement (with
+        or without a dispute); another finance user decides. Nothing moves until then."""
+        return await propose(request.app.state, user, data)
 
     @post(
         "/api/finance/refunds/{refund_id:int}/approve",

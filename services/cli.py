@@ -18,7 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "rules": ("services.engine.rules.cli", "list variants, replay a hand"),
     "audit": ("fairness.cli", "recompute shuffles, verify hand transcripts"),
     "finance": ("ledger.cli", "trial balance, reconciliation, hash-chain check, exports"),
-    "cashier": ("ledger.cashier_cli", "open a wallet, reverse a cashier entry"),
+    "cashier": ("ledger.cashier_cli", "open a wallet"),
     "integrity": ("integrity.cli", "scan for money flows, laundering and bots; a day's alerts"),
 }
 

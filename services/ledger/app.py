@@ -194,7 +194,9 @@ async def withdraw_replay(state: State, data: JSONBody[WithdrawRequest]) -> Resp
     return await _replayed(state, args)
 
 
-@post("/v1/reversals", status_code=200, opt=CASHIER_DESK)
+# A correction is posted only for an approved refund proposal (api/refunds.py: proposed, then
+# approved by another finance user), so only the gateway asks for one.
+@post("/v1/reversals", status_code=200, opt=callers_opt(GATEWAY))
 async def reverse(state: State, data: JSONBody[ReversalRequest]) -> Response[bytes]:
     args = _ledger(state).reverse_args(data.idempotency_key, data.entry_id, data.reference)
     return await _posted(state, "reverse", args)

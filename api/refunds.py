@@ -77,6 +77,17 @@ def idempotency_key(proposal_id: int) -> str:
     return f"refund-proposal:{proposal_id}"
 
 
+def reversal_of(proposal_id: int, entry_id: int, player: str, reason: str) -> ReversalRequest:
+    """The ledger's request for a proposal's reversal, built from the proposal alone (its
+    reason, not the approver's): any approval of it, retried after a lost answer by whoever,
+    is the same request and replays the posting. The approver's reason is in the audit log."""
+    return ReversalRequest(
+        idempotency_key=idempotency_key(proposal_id),
+        entry_id=entry_id,
+        reference=f"correction {proposal_id} for {player}: {reason}"[:200],
+    )
+
+
 def _proposal(row: Any) -> Proposal:
     return Proposal(**dict(row))
 
@@ -236,13 +247,9 @@ async def approve(state: Any, user: User, proposal_id: int, reason: str) -> Prop
             return _proposal(row)
         if row["status"] != "proposed":
             raise ServiceError(409, "refund_decided", f"the proposal was {row['status']}")
-        key = idempotency_key(proposal_id)
+        reversal = reversal_of(proposal_id, row["entry_id"], row["player"], row["reason"])
+        key = reversal.idempotency_key
         ledger = get_backends(state).ledger
-        reversal = ReversalRequest(
-            idempotency_key=key,
-            entry_id=row["entry_id"],
-            reference=f"refund {proposal_id} for {row['player']}: {reason}"[:200],
-        )
         # The proposal stays locked (and proposed) while the ledger posts; a refusal leaves it
         # proposed, and a retry after a lost answer replays the same reversal.
         result = await call("ledger", ledger.post("/v1/reversals", reversal, EntryResult))

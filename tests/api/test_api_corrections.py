@@ -11,7 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from api.backends import call, get_backends
+from api.refunds import reversal_of
 from services.common.migrate import upgrade
+from services.ledger.contract import EntryResult
 from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform
 
@@ -179,3 +182,47 @@ async def test_finance_proposes_a_correction_and_only_another_finance_user_appro
             approved = next(a for a in log if a["action"] == "finance.refund_approve")
             assert approved["detail"]["idempotency_key"] == f"refund-proposal:{pid}"
             assert approved["reason"] == "bank shows 4.00"
+
+
+async def test_an_approval_after_a_lost_answer_replays_the_reversal_whoever_retries(
+    platform_db, internal_secret, tmp_path
+):
+    await make_user(platform_db, "lo_pla")
+    await make_user(platform_db, "lo_fin", "finance")
+    await make_user(platform_db, "lo_fin2", "finance")
+    await make_user(platform_db, "lo_adm", "admin")
+    async with platform(platform_db, internal_secret, tmp_path) as p:
+        async with p.client() as fin, p.client() as fin2, p.client() as adm:
+            await sign_in(fin, "lo_fin")
+            await sign_in(fin2, "lo_fin2")
+            await sign_in(adm, "lo_adm")
+            r = await fin.post(
+                "/api/finance/deposits",
+                json={"player": "lo_pla", "amount": 900, "reference": "desk"},
+            )
+            assert r.status_code == 200, r.text
+            deposit = r.json()["entry_id"]
+            r = await fin.post(
+                "/api/finance/refunds",
+                json={"player": "lo_pla", "entry_id": deposit, "reason": "wrong player"},
+            )
+            assert r.status_code == 201, r.text
+            pid = r.json()["id"]
+            # an approval whose answer was lost: the ledger posted, the proposal stays proposed
+            lost = await call(
+                "ledger",
+                get_backends(p.gateway.state).ledger.post(
+                    "/v1/reversals",
+                    reversal_of(pid, deposit, "lo_pla", "wrong player"),
+                    EntryResult,
+                ),
+            )
+            assert not lost.replayed
+            assert (await fin.get("/api/finance/refunds")).json()[0]["id"] == pid
+            # another approver, with his own reason: the same posting, not a refusal
+            r = await fin2.post(f"/api/finance/refunds/{pid}/approve", json={"reason": "seen"})
+            assert r.status_code == 200, r.text
+            assert r.json()["reversal_entry_id"] == lost.entry_id
+            assert await _balance(fin, "lo_pla") == 0
+            approved = [a for a in await _audit(adm, "lo_pla") if "approve" in a["action"]]
+            assert [a["detail"]["replayed"] for a in approved] == [True]

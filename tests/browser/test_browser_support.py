@@ -38,13 +38,15 @@ from tests.uvicorn_server import UvicornServer
 pytestmark = [pytest.mark.browser]
 
 PLAYER, AGENT, ADMIN, CASHIER = "bs_pla", "bs_help", "bs_boss", "bs_cash"
+CASHIER2 = "bs_cash2"
+MISTAKE_CENTS = 1200  # a deposit that finance corrects with four eyes
 READY_TIMEOUT_S = 300
 
 
 class Served:
     """The platform in its own thread and event loop, serving the gateway on a real port
     until `stop` is set; one CPU match already played to its end by the player, and a
-    refund (of a withdrawal) proposed by support."""
+    refund (of a withdrawal) proposed by support; a deposit for finance to correct."""
 
     def __init__(self, database_url: str, secret: bytes, key_dir: Path) -> None:
         self.args = (database_url, secret, key_dir)
@@ -86,6 +88,12 @@ class Served:
                 )
                 if r.status_code != 201:
                     raise RuntimeError(r.text)
+                r = await fin.post(
+                    "/api/finance/deposits",
+                    json={"player": PLAYER, "amount": MISTAKE_CENTS, "reference": "typo"},
+                )
+                if r.status_code != 200:
+                    raise RuntimeError(r.text)
             async with UvicornServer(p.gateway, lifespan="off") as served:
                 self.url = served.url
                 self.ready.set()
@@ -102,6 +110,7 @@ def site(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> It
         (AGENT, "support"),
         (ADMIN, "admin"),
         (CASHIER, "finance"),
+        (CASHIER2, "finance"),
     ):
         asyncio.run(make_user(database_url, name, role))
     served = Served(database_url, internal_secret, tmp_path_factory.mktemp("keys"))
@@ -249,8 +258,86 @@ def test_finance_approves_support_refund_on_a_phone(site: str, browser: Any):
         item.locator("[data-test=rf-approve]").tap()
         page.wait_for_selector("[data-test=fin-refund-list] li.empty")
         balance = page.request.get(f"{site}/api/finance/statements/{PLAYER}").json()
-        assert balance["closing_balance"] == 2500
+        assert balance["closing_balance"] == 2500 + MISTAKE_CENTS
         assert [x["kind"] for x in balance["lines"]][-1] == "reversal"
         assert not errors, errors
     finally:
         context.close()
+
+
+def _statement(page: Any, site: str) -> dict[str, Any]:
+    answer: dict[str, Any] = page.request.get(f"{site}/api/finance/statements/{PLAYER}").json()
+    return answer
+
+
+def test_finance_proposes_a_correction_and_another_finance_user_approves_it(
+    site: str, browser: Any
+):
+    phone = phone_context(browser)
+    page = phone.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        _sign_in(page, site, CASHIER)
+        page.wait_for_selector("[data-test=fin-refund-list]")
+        before = _statement(page, site)
+        mistake = next(
+            x["entry_id"]
+            for x in before["lines"]
+            if x["kind"] == "deposit" and x["amount"] == MISTAKE_CENTS
+        )
+        page.fill("#fin-statement-form input[name=player]", PLAYER)
+        page.locator("#fin-statement-form button[type=submit]").tap()
+        form = page.locator("[data-test=co-form]")
+        form.wait_for()
+        form.locator("select[name=entry_id]").select_option(str(mistake))
+        form.locator("input[name=reason]").fill("typed 12.00 for 1.20")
+        form.locator("button[type=submit]").tap()
+        own = page.locator("[data-test=fin-refund-list] li[data-own=true]")
+        own.wait_for()
+        proposal = int(own.get_attribute("data-refund") or "0")
+        assert page.locator("#fin-correct [role=status]").inner_text().startswith(f"✔ #{proposal}")
+        # the proposer sees no buttons on his own, and the API refuses him anyway
+        assert own.locator("[data-test=rf-approve]").count() == 0
+        answer = page.evaluate(
+            """async (id) => {
+                const token = decodeURIComponent(document.cookie.match(/mesa_csrf=([^;]+)/)[1]);
+                const r = await fetch(`/api/finance/refunds/${id}/approve`, {method: "POST",
+                    headers: {"Content-Type": "application/json", "X-CSRF-Token": token},
+                    body: JSON.stringify({reason: "mine"})});
+                return [r.status, (await r.json()).error];
+            }""",
+            proposal,
+        )
+        assert answer == [403, "proposer_cannot_decide"]
+        assert _statement(page, site)["closing_balance"] == before["closing_balance"]
+        page.locator("#fin-correct").scroll_into_view_if_needed()
+        shot(page, "finance-correction")
+        own.scroll_into_view_if_needed()
+        shot(page, "finance-own-proposal")
+        _checks(page, "finance correction", "#fin-correct")
+        _checks(page, "finance own proposal", "#fin-refunds")
+        assert not errors, errors
+    finally:
+        phone.close()
+
+    desktop = desktop_context(browser)
+    page = desktop.new_page()
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        _sign_in(page, site, CASHIER2)
+        item = page.locator(f"[data-test=fin-refund-list] li[data-refund='{proposal}']")
+        item.locator("[data-test=rf-approve]").wait_for()
+        shot(page, "finance-correction-approve")
+        _checks(page, "finance correction to approve", "#fin-refunds")
+        item.locator("input[name=reason]").fill("the bank shows 1.20")
+        item.locator("[data-test=rf-approve]").click()
+        item.wait_for(state="detached")
+        after = _statement(page, site)
+        assert after["closing_balance"] == before["closing_balance"] - MISTAKE_CENTS
+        assert after["lines"][-1]["kind"] == "reversal"
+        reversals = [[x["kind"] for x in st["lines"]].count("reversal") for st in (before, after)]
+        assert reversals[1] == reversals[0] + 1
+        assert not errors, errors
+    finally:
+        desktop.close()

@@ -2,7 +2,7 @@
 // charts (inline SVG), pots and statements, all with human labels.
 import { get, el } from "./api.js";
 import { t, has, money, num, dateTime } from "./i18n.js";
-import { loadRefunds } from "./refunds.js";
+import { loadRefunds, correctionForm } from "./refunds.js";
 
 const NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
@@ -100,8 +100,9 @@ export async function showStatement(player) {
   $("csv-statement").hidden = false;
   $("fin-statement").replaceChildren(
     el("p", { text: `${player}: ${t("opening")} ${money(st.opening_balance)} → ${t("closing")} ${money(st.closing_balance)}` }),
-    grid(st.lines, [["created_at", t("date")], ["kind", t("what")], ["match_id", t("match")], ["reference", t("reference")], ["amount", t("amount")], ["balance", t("balance")]]),
+    grid(st.lines, [["created_at", t("date")], ["kind", t("what")], ["match_id", t("match")], ["reference", t("reference")], ["amount", t("amount")], ["balance", t("balance")], ["entry_id", t("sp_entry")]]),
   );
+  correctionForm(st);
 }
 
 // A deposit refused at the player's limit, in the reader's words: the allowance left comes

@@ -152,7 +152,7 @@ const T = {
     sp_outcome: "Resultado para el jugador", sp_close_dispute: "Cerrar reclamo",
     dp_open: "Abierto", dp_closed: "Cerrado",
     rf_proposed: "Pendiente de Finanzas", rf_approved: "Aprobado: reversado", rf_rejected: "Rechazado",
-    rf_title: "Reembolsos por decidir", rf_moves: "devuelve", rf_approve: "Aprobar", rf_reject: "Rechazar",
+    rf_title: "Correcciones por decidir", rf_moves: "billetera", rf_approve: "Aprobar", rf_reject: "Rechazar",
     rf_none: "No hay propuestas pendientes.",
     rp_replay: "Repetir", rp_title: "Repetición de la mano", rp_close: "Cerrar la repetición",
     rp_first: "Al principio", rp_prev: "Paso anterior", rp_next: "Paso siguiente", rp_last: "Al final",
@@ -161,8 +161,8 @@ const T = {
     rp_winner: "Gana", rp_nobody: "nadie", rp_points: "puntos",
     sa_actor: "Quién (usuario)", sa_subject: "Sobre qué (p. ej. user:ana)", sa_action: "Acción",
     sa_reason: "Motivo",
-    err_proposer_cannot_decide: "Quien propone un reembolso no puede decidirlo.",
-    err_refund_already_proposed: "Ese asiento ya tiene una propuesta de reembolso.",
+    err_proposer_cannot_decide: "Quien propone un reverso no puede decidirlo.",
+    err_refund_already_proposed: "Ese asiento ya tiene una propuesta de reverso.",
     err_entry_not_reversible: "Solo se reversan depósitos y retiros de caja.",
     err_entry_not_in_statement: "Ese asiento no está en el estado de cuenta del jugador.",
     err_entry_already_reversed: "Ese asiento ya fue reversado.",
@@ -295,6 +295,11 @@ const T = {
     fin_window_day: "diario", fin_window_week: "semanal", fin_window_month: "mensual",
     // invitations: "play again" withdrawn by its proposer (rematch.js)
     rm_cancelled: "Retiraste la propuesta.",
+    // finance corrections: reversing a cashier entry, proposed and approved by two people (refunds.js)
+    co_title: "Proponer una corrección", co_dispute: "Reclamo n.º (opcional)", co_propose: "Proponer corrección",
+    co_hint: "Reversa un depósito o un retiro. Otra persona de Finanzas la aprueba; hasta entonces no se mueve dinero.",
+    co_proposed: "propuesta; espera la aprobación de otra persona de Finanzas.",
+    co_own: "Tu propuesta: la decide otra persona de Finanzas.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -447,7 +452,7 @@ const T = {
     sp_outcome: "Outcome for the player", sp_close_dispute: "Close the dispute",
     dp_open: "Open", dp_closed: "Closed",
     rf_proposed: "Waiting for finance", rf_approved: "Approved: reversed", rf_rejected: "Rejected",
-    rf_title: "Refunds to decide", rf_moves: "gives back", rf_approve: "Approve", rf_reject: "Reject",
+    rf_title: "Corrections to decide", rf_moves: "wallet", rf_approve: "Approve", rf_reject: "Reject",
     rf_none: "No proposals waiting.",
     rp_replay: "Replay", rp_title: "Hand replay", rp_close: "Close the replay",
     rp_first: "To the start", rp_prev: "Previous step", rp_next: "Next step", rp_last: "To the end",
@@ -456,8 +461,8 @@ const T = {
     rp_winner: "Winner", rp_nobody: "nobody", rp_points: "points",
     sa_actor: "Who (user name)", sa_subject: "About what (e.g. user:ana)", sa_action: "Action",
     sa_reason: "Reason",
-    err_proposer_cannot_decide: "Whoever proposes a refund cannot decide it.",
-    err_refund_already_proposed: "That entry already has a refund proposal.",
+    err_proposer_cannot_decide: "Whoever proposes a reversal cannot decide it.",
+    err_refund_already_proposed: "That entry already has a reversal proposal.",
     err_entry_not_reversible: "Only cashier deposits and withdrawals are reversed.",
     err_entry_not_in_statement: "That entry is not in the player's statement.",
     err_entry_already_reversed: "That entry was already reversed.",
@@ -590,6 +595,11 @@ const T = {
     fin_window_day: "daily", fin_window_week: "weekly", fin_window_month: "monthly",
     // invitations: "play again" withdrawn by its proposer (rematch.js)
     rm_cancelled: "You withdrew the proposal.",
+    // finance corrections: reversing a cashier entry, proposed and approved by two people (refunds.js)
+    co_title: "Propose a correction", co_dispute: "Dispute no. (optional)", co_propose: "Propose correction",
+    co_hint: "Reverses a deposit or a withdrawal. Another finance user approves it; until then no money moves.",
+    co_proposed: "proposed; waiting for another finance user's approval.",
+    co_own: "Your proposal: another finance user decides it.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

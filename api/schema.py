@@ -329,8 +329,9 @@ dispute_notes = sa.Table(
     sa.Index("dispute_notes_dispute", "dispute_id", "id"),
 )
 
-# Support proposes the reversal of one ledger entry; a finance user (never the proposer)
-# approves it (the gateway then asks the ledger, key `refund-proposal:<id>`) or rejects it.
+# Support or finance proposes the reversal of one ledger entry; a finance user (never the
+# proposer) approves it (the gateway then asks the ledger, key `refund-proposal:<id>`) or
+# rejects it.
 refund_proposals = sa.Table(
     "refund_proposals",
     metadata,

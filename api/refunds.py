@@ -77,6 +77,15 @@ def idempotency_key(proposal_id: int) -> str:
     return f"refund-proposal:{proposal_id}"
 
 
+def _reason(text: str) -> str:
+    """A reason as it is kept: stripped, and never blank (the table and the audit log refuse
+    a blank one, which must be the caller's 400, not a 500)."""
+    kept = text.strip()
+    if not kept:
+        raise ServiceError(400, "invalid_request", "reason: write why (it is not blank)")
+    return kept
+
+
 def reversal_of(proposal_id: int, entry_id: int, player: str, reason: str) -> ReversalRequest:
     """The ledger's request for a proposal's reversal, built from the proposal alone (its
     reason, not the approver's): any approval of it, retried after a lost answer by whoever,
@@ -127,6 +136,7 @@ async def _find_line(state: Any, player: str, entry_id: int) -> tuple[StatementL
 
 
 async def propose(state: Any, user: User, data: ProposeRefund) -> Proposal:
+    reason = _reason(data.reason)
     area = PROPOSER_AREAS.get(user.role)
     if area is None:
         raise ServiceError(403, "forbidden", "only support or finance proposes a correction")
@@ -181,7 +191,7 @@ async def propose(state: Any, user: User, data: ProposeRefund) -> Proposal:
                             amount=line.amount,
                             currency=currency,
                             dispute_id=data.dispute_id,
-                            reason=data.reason.strip(),
+                            reason=reason,
                             proposed_by=user.id,
                         )
                         .returning(*refund_proposals.c)
@@ -195,7 +205,7 @@ async def propose(state: Any, user: User, data: ProposeRefund) -> Proposal:
                 user,
                 f"{area}.refund_propose",
                 f"user:{data.player}",
-                data.reason,
+                reason,
                 {
                     "refund_id": row["id"],
                     "entry_id": data.entry_id,
@@ -238,6 +248,7 @@ def _check_decider(row: Any, user: User) -> None:
 
 
 async def approve(state: Any, user: User, proposal_id: int, reason: str) -> Proposal:
+    reason = _reason(reason)
     async with state.db.begin() as conn:
         row = await _locked(conn, proposal_id)
         # The proposer is refused even once it is decided: his "approval" is never an answer.
@@ -262,7 +273,7 @@ async def approve(state: Any, user: User, proposal_id: int, reason: str) -> Prop
                         status="approved",
                         decided_by=user.id,
                         decided_at=sa.func.now(),
-                        decision_reason=reason.strip(),
+                        decision_reason=reason,
                         reversal_entry_id=result.entry_id,
                     )
                     .returning(*refund_proposals.c)
@@ -290,6 +301,7 @@ async def approve(state: Any, user: User, proposal_id: int, reason: str) -> Prop
 
 
 async def reject(state: Any, user: User, proposal_id: int, reason: str) -> Proposal:
+    reason = _reason(reason)
     async with state.db.begin() as conn:
         row = await _locked(conn, proposal_id)
         if row["status"] != "proposed":
@@ -304,7 +316,7 @@ async def reject(state: Any, user: User, proposal_id: int, reason: str) -> Propo
                         status="rejected",
                         decided_by=user.id,
                         decided_at=sa.func.now(),
-                        decision_reason=reason.strip(),
+                        decision_reason=reason,
                     )
                     .returning(*refund_proposals.c)
                 )

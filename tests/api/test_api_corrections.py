@@ -76,6 +76,11 @@ async def test_finance_proposes_a_correction_and_only_another_finance_user_appro
                 ({"player": "co_pla", "entry_id": deposit}, 400, None),
                 ({"player": "co_pla", "entry_id": deposit, "reason": "x", "x": 1}, 400, None),
                 (
+                    {"player": "co_pla", "entry_id": deposit, "reason": " \n"},
+                    400,
+                    "invalid_request",
+                ),
+                (
                     {"player": "co_nobody", "entry_id": deposit, "reason": "x"},
                     404,
                     "no_such_player",
@@ -112,6 +117,8 @@ async def test_finance_proposes_a_correction_and_only_another_finance_user_appro
             for verdict in ("approve", "reject"):
                 r = await fin.post(f"/api/finance/refunds/{pid}/{verdict}", json=approve)
                 assert r.status_code == 403 and r.json()["error"] == "proposer_cannot_decide"
+                r = await fin2.post(f"/api/finance/refunds/{pid}/{verdict}", json={"reason": " "})
+                assert r.status_code == 400 and r.json()["error"] == "invalid_request"
             for stranger in (pla, sup):
                 r = await stranger.post(f"/api/finance/refunds/{pid}/approve", json=approve)
                 assert r.status_code == 403 and r.json()["error"] == "forbidden"

@@ -10,25 +10,21 @@ import pytest
 
 from fairness.commitments import (
     SeedRound,
-    checkpoint_record,
     leaf_bytes,
     player_seed_commitment,
-    sign_record,
 )
 from fairness.flow import close_deal, log_seed_commitments, make_deal, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.rules_bridge import replayer
 from fairness.transcript import (
-    InclusionDoc,
-    SignedRecord,
     Transcript,
     build_transcript,
     encode_transcript,
 )
 from fairness.verify import verify_transcript
 from services.cli import main as mesa
-from tests.fairness.fairness_helpers import T0
+from tests.fairness.fairness_helpers import T0, attach_records, signed_checkpoint
 
 replay = replayer()
 
@@ -90,16 +86,6 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
     moves, result = _play_out(scenario)
     result_env = close_deal(operator_key, opened, seeds, moves, result, T0)
     result_index = tree.append(leaf_bytes(result_env))
-    cp = sign_record(
-        operator_key.private_key,
-        checkpoint_record(
-            origin="mesa-fairness-log",
-            tree_size=tree.size,
-            root_hash=tree.root(),
-            time=T0,
-            signing_key_id=operator_key.key_id,
-        ),
-    )
     t = build_transcript(
         commitment=opened.commitment,
         public_keys=[operator_key.public_hex()],
@@ -114,20 +100,9 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
         leaf_index=index,
         tree_size=tree.size,
         path=tree.inclusion(index),
-        checkpoint=cp,
+        checkpoint=signed_checkpoint(operator_key, tree),
     )
-    t.seed_record = SignedRecord(record=seed_env["record"], signature=seed_env["signature"])
-    t.seed_inclusion = InclusionDoc(
-        leaf_index=seed_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(seed_index)],
-    )
-    t.result_record = SignedRecord(record=result_env["record"], signature=result_env["signature"])
-    t.result_inclusion = InclusionDoc(
-        leaf_index=result_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(result_index)],
-    )
+    attach_records(t, tree, seed_env, seed_index, result_env, result_index)
     return t
 
 

@@ -23,7 +23,7 @@ from api import limits, refunds, staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.routes_audit import DEAL_ID_RE, MATCH_ID_RE
+from api.routes_audit import DEAL_ID_RE, MATCH_ID_RE, checked_deal_id
 from api.routes_money import PageSize, Version, Wallet, _statement, wallet_of
 from api.schema import dispute_notes, disputes, sessions, users
 from api.staff_audit import Reason
@@ -361,9 +361,7 @@ class SupportController(GuardedController):
     ) -> SupportHand:
         """A finished hand's transcript, to replay it (the engine refuses a live hand), with
         the players by seat (the log names them by pseudonyms)."""
-        deal = deal_id.lstrip("/")
-        if DEAL_ID_RE.match(deal) is None:
-            raise ServiceError(400, "invalid_request", "bad deal id")
+        deal = checked_deal_id(deal_id.lstrip("/"))
         engine = get_backends(request.app.state).engine
         doc = await call(
             "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])

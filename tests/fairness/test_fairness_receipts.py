@@ -15,12 +15,11 @@ import msgspec
 import pytest
 
 from fairness.commitments import (
-    SeedRound,
     cpu_seed,
     leaf_bytes,
     player_seed_commitment,
 )
-from fairness.flow import OpenDeal, close_deal, log_seed_commitments, make_deal, open_deal
+from fairness.flow import OpenDeal, log_seed_commitments, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.rules_bridge import replayer
@@ -29,19 +28,17 @@ from fairness.transcript import (
     RECEIPT_FORMAT,
     Receipt,
     Transcript,
-    build_transcript,
     encode_transcript,
 )
 from fairness.verify import verify_receipt, verify_transcript
 from services.cli import main as mesa
 from tests.fairness.fairness_helpers import (
     T0,
-    attach_records,
     inclusion,
     signed_checkpoint,
     signed_record,
 )
-from tests.fairness.test_fairness_replay import _play_out
+from tests.fairness.test_fairness_replay import logged_hand
 
 replay = replayer()
 OPTIONS = {"mode": "2v2", "target": 100}
@@ -87,37 +84,7 @@ def _hand(
             key.private_key,
         ),
     )
-    rnd = SeedRound(4)
-    for s, x in enumerate(all_seeds):
-        rnd.commit(s, player_seed_commitment(x))
-    rnd.open_reveals()
-    for s, x in enumerate(all_seeds):
-        rnd.reveal(s, x)
-    res = rnd.close()
-    d = make_deal(opened, res)
-    hands, stock = d.as_strings()
-    scenario: dict[str, Any] = {"variant": "dominicana", "options": OPTIONS}
-    scenario |= {"hands": hands, "stock": stock, "first_hand": True, "scores": [0, 0]}
-    moves, result = _play_out(scenario)
-    result_env = close_deal(key, opened, res, moves, result, T0)
-    result_index = tree.append(leaf_bytes(result_env))
-    t = build_transcript(
-        commitment=opened.commitment,
-        public_keys=[key.public_hex()],
-        seed_entries=res.entries,
-        server_seed=opened.server_seed,
-        deal=d,
-        opener=None,
-        first_hand=True,
-        scores=[0, 0],
-        moves=moves,
-        result=result,
-        leaf_index=index,
-        tree_size=tree.size,
-        path=tree.inclusion(index),
-        checkpoint=signed_checkpoint(key, tree),
-    )
-    attach_records(t, tree, seed_env, seed_index, result_env, result_index)
+    t = logged_hand(key, opened, all_seeds, tree, index, seed_env, seed_index)
     return Hand(t, receipt)
 
 

@@ -35,10 +35,16 @@ Size = Annotated[int, Parameter(ge=0, le=2**40)]
 OptionalSize = Annotated[int | None, Parameter(ge=0, le=2**40)]
 
 
-def _deal(deal_id: str) -> str:
-    if DEAL_ID_RE.match(deal_id) is None:
+def checked_deal_id(deal_id: str) -> str:
+    if DEAL_ID_RE.fullmatch(deal_id) is None:
         raise ServiceError(400, "invalid_request", "bad deal id")
     return deal_id
+
+
+def checked_match_id(match_id: str) -> str:
+    if MATCH_ID_RE.fullmatch(match_id) is None:
+        raise ServiceError(400, "invalid_request", "bad match id")
+    return match_id
 
 
 class HistoryController(GuardedController):
@@ -60,9 +66,7 @@ class HistoryController(GuardedController):
         if after is not None:
             params["after"] = after
         if match_id is not None:
-            if MATCH_ID_RE.match(match_id) is None:
-                raise ServiceError(400, "invalid_request", "bad match id")
-            params["match_id"] = match_id
+            params["match_id"] = checked_match_id(match_id)
         engine = get_backends(request.app.state).engine
         return await call(
             "engine", engine.get("/internal/audit/transcripts", TranscriptList, params)
@@ -80,7 +84,7 @@ class TranscriptController(GuardedController):
         self, user: CurrentUser, request: Request[Any, Any, Any], deal_id: FromPath[str]
     ) -> Any:
         """A finished hand's transcript (docs/fairness.md, section 6)."""
-        deal = _deal(deal_id.lstrip("/"))
+        deal = checked_deal_id(deal_id.lstrip("/"))
         engine = get_backends(request.app.state).engine
         doc: dict[str, Any] = await call(
             "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
@@ -135,9 +139,7 @@ class AuditController(GuardedController):
         if after is not None:
             params["after"] = after
         if match_id is not None:
-            if MATCH_ID_RE.match(match_id) is None:
-                raise ServiceError(400, "invalid_request", "bad match id")
-            params["match_id"] = match_id
+            params["match_id"] = checked_match_id(match_id)
         if player is not None:
             if re.fullmatch(r"[a-z0-9_.-]{3,32}", player) is None:
                 raise ServiceError(400, "invalid_request", "bad player")
@@ -165,7 +167,7 @@ class AuditController(GuardedController):
         tree_size: OptionalSize = None,
     ) -> InclusionProof:
         """Inclusion proof of a deal's commitment (against `tree_size`, default: latest)."""
-        deal = _deal(deal_id.lstrip("/"))
+        deal = checked_deal_id(deal_id.lstrip("/"))
         params = {} if tree_size is None else {"tree_size": tree_size}
         engine = get_backends(request.app.state).engine
         return await call(

@@ -20,7 +20,6 @@ partial tile of width W is the first W hashes of the full one), so they are cach
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any
 
 import msgspec
@@ -30,6 +29,7 @@ from litestar.params import FromPath, Parameter
 from api.backends import call, get_backends
 from api.guards import PUBLIC
 from api.openapi_errors import READ_ERRORS
+from api.routes_audit import checked_deal_id, checked_match_id
 from services.common.errors import ServiceError
 from services.engine.audit_contract import (
     CheckpointNotes,
@@ -48,8 +48,6 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 # A checkpoint changes every few seconds while the log grows.
 FRESH = "public, max-age=5"
 MAX_TILE_PATH = 200
-DEAL_ID_RE = re.compile(r"[A-Za-z0-9._/-]{1,128}")
-MATCH_ID_RE = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 Size = Annotated[int, Parameter(ge=0, le=2**40)]
 
 
@@ -130,9 +128,7 @@ async def log_witnesses(request: Request[Any, Any, Any]) -> Response[WitnessList
 async def seed_receipt(request: Request[Any, Any, Any], deal_id: FromPath[str]) -> Response[Any]:
     """The deal's seed receipt: every seat's logged seed commitment, with its inclusion proof
     against a signed checkpoint."""
-    deal = deal_id.lstrip("/")
-    if DEAL_ID_RE.fullmatch(deal) is None:
-        raise ServiceError(400, "invalid_request", "bad deal id")
+    deal = checked_deal_id(deal_id.lstrip("/"))
     engine = get_backends(request.app.state).engine
     doc = await call("engine", engine.get(f"/internal/audit/receipts/{deal}", dict[str, Any]))
     return Response(doc, headers={"cache-control": FRESH})
@@ -165,9 +161,7 @@ async def public_transcripts(
     if after is not None:
         params["after"] = after
     if match_id is not None:
-        if MATCH_ID_RE.fullmatch(match_id) is None:
-            raise ServiceError(400, "invalid_request", "bad match id")
-        params["match_id"] = match_id
+        params["match_id"] = checked_match_id(match_id)
     engine = get_backends(request.app.state).engine
     return await call("engine", engine.get("/internal/audit/transcripts", TranscriptList, params))
 
@@ -177,9 +171,7 @@ async def public_transcript(
     request: Request[Any, Any, Any], deal_id: FromPath[str]
 ) -> Response[Any]:
     """A finished hand's transcript (docs/fairness.md section 6), or an opening draw's."""
-    deal = deal_id.lstrip("/")
-    if DEAL_ID_RE.fullmatch(deal) is None:
-        raise ServiceError(400, "invalid_request", "bad deal id")
+    deal = checked_deal_id(deal_id.lstrip("/"))
     engine = get_backends(request.app.state).engine
     doc: dict[str, Any] = await call(
         "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])

@@ -19,7 +19,7 @@ from api import staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentSession, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.routes_audit import MATCH_ID_RE
+from api.routes_audit import checked_match_id
 from api.staff_audit import Reason
 from services.common.errors import ServiceError
 from services.common.logging import get_logger
@@ -70,12 +70,6 @@ def _day(raw: str | None) -> str | None:
         raise ServiceError(400, "invalid_date", "date must be YYYY-MM-DD") from None
 
 
-def _match_id(match_id: str) -> str:
-    if MATCH_ID_RE.match(match_id) is None:
-        raise ServiceError(400, "invalid_request", "bad match id")
-    return match_id
-
-
 class ReconcileController(GuardedController):
     """Reconciliation, drill-down and settlement files: finance only."""
 
@@ -97,7 +91,9 @@ class ReconcileController(GuardedController):
         backends = get_backends(request.app.state)
         found: dict[str, Any] = await call(
             "ledger",
-            backends.ledger.get(f"/v1/reports/matches/{_match_id(match_id)}", dict[str, Any]),
+            backends.ledger.get(
+                f"/v1/reports/matches/{checked_match_id(match_id)}", dict[str, Any]
+            ),
         )
         params = {"match_id": match_id, "limit": MAX_MATCH_HANDS}
         try:

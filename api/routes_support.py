@@ -23,7 +23,7 @@ from api import limits, refunds, staff_audit
 from api.backends import call, get_backends
 from api.guards import CurrentUser, GuardedController, requires_role
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
-from api.routes_audit import DEAL_ID_RE, MATCH_ID_RE
+from api.routes_audit import DEAL_ID_RE, MATCH_ID_RE, checked_deal_id
 from api.routes_money import PageSize, Version, Wallet, _statement, wallet_of
 from api.schema import dispute_notes, disputes, sessions, users
 from api.staff_audit import Reason
@@ -128,6 +128,10 @@ class CloseDispute(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reason: Reason
 
 
+# A player as the search and the profile show him.
+SUMMARY_COLUMNS = tuple(users.c[name] for name in PlayerSummary.__struct_fields__)
+
+
 def _player(player: str) -> str:
     if PLAYER_RE.match(player) is None:
         raise ServiceError(400, "invalid_request", "player: 3 to 32 of a-z 0-9 _ . -")
@@ -138,13 +142,9 @@ async def _player_row(db: Any, player: str) -> Any:
     async with db.connect() as conn:
         row = (
             await conn.execute(
-                sa.select(
-                    users.c.id,
-                    users.c.display_name,
-                    users.c.status,
-                    users.c.excluded_until,
-                    users.c.created_at,
-                ).where(users.c.id == _player(player), users.c.role == "player")
+                sa.select(*SUMMARY_COLUMNS).where(
+                    users.c.id == _player(player), users.c.role == "player"
+                )
             )
         ).first()
     if row is None:
@@ -164,13 +164,7 @@ def search_query(q: str, after: str, limit: int) -> sa.Select[Any]:
         raise ServiceError(400, "invalid_request", "q: a user name or the start of a name")
     prefix = _like_prefix(q.strip().lower())
     query = (
-        sa.select(
-            users.c.id,
-            users.c.display_name,
-            users.c.status,
-            users.c.excluded_until,
-            users.c.created_at,
-        )
+        sa.select(*SUMMARY_COLUMNS)
         .where(
             users.c.role == "player",
             sa.or_(
@@ -262,6 +256,17 @@ async def _dispute(conn: AsyncConnection, dispute_id: int) -> Dispute:
     return found[0]
 
 
+async def _add_note(conn: AsyncConnection, dispute_id: int, author: str, body: str) -> int:
+    note_id: int = (
+        await conn.execute(
+            sa.insert(dispute_notes)
+            .values(dispute_id=dispute_id, author=author, body=body.strip())
+            .returning(dispute_notes.c.id)
+        )
+    ).scalar_one()
+    return note_id
+
+
 async def _locked_open_dispute(conn: AsyncConnection, dispute_id: int) -> Any:
     row = (
         await conn.execute(
@@ -312,11 +317,7 @@ class SupportController(GuardedController):
             found_disputes = await _disputes(conn, player=row.id)
             proposals = await refunds.proposals_of(conn, player=row.id)
         return PlayerProfile(
-            id=row.id,
-            display_name=row.display_name,
-            status=row.status,
-            excluded_until=row.excluded_until,
-            created_at=row.created_at,
+            **row._asdict(),
             wallet=await wallet_of(request.app.state, row.id),
             sessions=found_sessions,
             disputes=found_disputes,
@@ -360,9 +361,7 @@ class SupportController(GuardedController):
     ) -> SupportHand:
         """A finished hand's transcript, to replay it (the engine refuses a live hand), with
         the players by seat (the log names them by pseudonyms)."""
-        deal = deal_id.lstrip("/")
-        if DEAL_ID_RE.match(deal) is None:
-            raise ServiceError(400, "invalid_request", "bad deal id")
+        deal = checked_deal_id(deal_id.lstrip("/"))
         engine = get_backends(request.app.state).engine
         doc = await call(
             "engine", engine.get(f"/internal/audit/transcripts/{deal}", dict[str, Any])
@@ -441,11 +440,7 @@ class SupportController(GuardedController):
                     .returning(disputes.c.id)
                 )
             ).scalar_one()
-            await conn.execute(
-                sa.insert(dispute_notes).values(
-                    dispute_id=dispute_id, author=user.id, body=data.reason.strip()
-                )
-            )
+            await _add_note(conn, dispute_id, user.id, data.reason)
             await staff_audit.record(
                 conn,
                 user,
@@ -480,13 +475,7 @@ class SupportController(GuardedController):
             ).scalar_one()
             if count >= MAX_NOTES_PER_DISPUTE:
                 raise ServiceError(409, "too_many_notes", "open a new dispute to go on")
-            note_id = (
-                await conn.execute(
-                    sa.insert(dispute_notes)
-                    .values(dispute_id=dispute_id, author=user.id, body=data.note.strip())
-                    .returning(dispute_notes.c.id)
-                )
-            ).scalar_one()
+            note_id = await _add_note(conn, dispute_id, user.id, data.note)
             await staff_audit.record(
                 conn,
                 user,

@@ -91,6 +91,15 @@ def _entry_ref(move: CashierMove) -> EvidenceRef:
     )
 
 
+def _flow_ref(giver: str, taker: str, currency: str, net_cents: int, matches: int) -> EvidenceRef:
+    # the alert route (api.routes_integrity) splits the pair and currency back out of the ref
+    return EvidenceRef(
+        kind="flow",
+        ref=f"{giver}>{taker}:{currency}",
+        detail={"net_cents": net_cents, "matches": matches},
+    )
+
+
 @dataclass
 class _Pair:
     flow: dict[str, int] = field(default_factory=dict)  # from-player -> cents
@@ -150,11 +159,7 @@ def pair_flow(history: History, cfg: IntegrityConfig) -> list[NewAlert]:
                     "back_share_max": cfg.pair_back_share_max,
                 },
                 evidence=[
-                    EvidenceRef(
-                        kind="flow",
-                        ref=f"{giver}>{taker}:{currency}",
-                        detail={"net_cents": net, "matches": len(pair.matches)},
-                    ),
+                    _flow_ref(giver, taker, currency, net, len(pair.matches)),
                     *(_match_ref(p, giver=f, cents=c) for p, f, c in recent),
                 ],
             )
@@ -299,11 +304,7 @@ def chain(history: History, cfg: IntegrityConfig) -> list[NewAlert]:
                             *(_entry_ref(d) for d in deposits[-10:]),
                             *(_match_ref(p, cents=c) for _, c, p in flows[-MAX_MATCH_EVIDENCE:]),
                             _entry_ref(withdrawal),
-                            EvidenceRef(
-                                kind="flow",
-                                ref=f"{giver}>{taker}:{withdrawal.currency}",
-                                detail={"net_cents": passed, "matches": len(flows)},
-                            ),
+                            _flow_ref(giver, taker, withdrawal.currency, passed, len(flows)),
                         ],
                     )
                 )

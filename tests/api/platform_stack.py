@@ -28,7 +28,7 @@ from services.engine.ports import HttpLedger
 from services.ledger.app import create_app as create_ledger_app
 from services.matchmaking.app import create_app as create_mm_app
 from services.matchmaking.config import MatchmakingConfig
-from tests.api.api_helpers import PASSWORD
+from tests.api.api_helpers import PASSWORD, sign_in
 from tests.conftest import make_settings
 
 COMPONENTS = ["ledger", "fairness", "engine", "matchmaking", "gateway", "integrity"]
@@ -49,6 +49,15 @@ class Platform:
         transport = httpx.ASGITransport(app=self.gateway, client=("127.0.0.1", 50000))
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
             yield client
+
+    @asynccontextmanager
+    async def signed_in(self, *names: str) -> AsyncIterator[list[httpx.AsyncClient]]:
+        """A client per user name, each signed in as that (existing) user."""
+        async with AsyncExitStack() as stack:
+            clients = [await stack.enter_async_context(self.client()) for _ in names]
+            for client, name in zip(clients, names, strict=True):
+                await sign_in(client, name)
+            yield clients
 
 
 @asynccontextmanager

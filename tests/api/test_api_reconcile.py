@@ -129,6 +129,11 @@ async def test_reconcile_drill_down_and_settlement_import(recon_db, internal_sec
                 assert hand.status_code == 200, hand.text
                 missing = await fin.get("/api/finance/matches/no-such-match")
                 assert missing.status_code == 404
+                # the whole id is checked, a trailing newline too
+                for bad_id in ("no%20such", "no-such-match%0A"):
+                    refused = await fin.get(f"/api/finance/matches/{bad_id}")
+                    assert refused.status_code == 400, refused.text
+                    assert refused.json()["detail"] == "bad match id"
             finally:
                 await _sql(
                     recon_db,

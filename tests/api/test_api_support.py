@@ -69,10 +69,7 @@ async def test_support_sees_a_player_but_moves_no_money_and_changes_no_account(
     await make_user(platform_db, "su_help", "support")
     await make_user(platform_db, "su_cash", "finance")
     async with platform(platform_db, internal_secret, tmp_path) as p:
-        async with p.client() as fin, p.client() as pat, p.client() as sup:
-            await sign_in(fin, "su_cash")
-            await sign_in(pat, "su_pat")
-            await sign_in(sup, "su_help")
+        async with p.signed_in("su_cash", "su_pat", "su_help") as (fin, pat, sup):
             await _deposit(fin, "su_pat", 1500)
 
             found = (await sup.get("/api/support/players", params={"q": "SU_PA"})).json()
@@ -137,9 +134,7 @@ async def test_dispute_notes_append_are_logged_and_close(platform_db, internal_s
     await make_user(platform_db, "di_sup", "support")
     await make_user(platform_db, "di_adm", "admin")
     async with platform(platform_db, internal_secret, tmp_path) as p:
-        async with p.client() as sup, p.client() as adm:
-            await sign_in(sup, "di_sup")
-            await sign_in(adm, "di_adm")
+        async with p.signed_in("di_sup", "di_adm") as (sup, adm):
             bad = await sup.post(
                 "/api/support/disputes",
                 json={"player": "di_pla", "reason": "x", "sneaky": True},
@@ -206,16 +201,7 @@ async def test_refund_is_proposed_by_support_and_decided_by_another_finance_user
     await make_user(platform_db, "rf_fin", "finance")
     await make_user(platform_db, "rf_adm", "admin")
     async with platform(platform_db, internal_secret, tmp_path) as p:
-        async with (
-            p.client() as fin,
-            p.client() as sup,
-            p.client() as sup2,
-            p.client() as adm,
-        ):
-            await sign_in(fin, "rf_fin")
-            await sign_in(sup, "rf_sup")
-            await sign_in(sup2, "rf_sup2")
-            await sign_in(adm, "rf_adm")
+        async with p.signed_in("rf_fin", "rf_sup", "rf_sup2", "rf_adm") as (fin, sup, sup2, adm):
             deposit = await _deposit(fin, "rf_pla", 5000)
             r = await fin.post(
                 "/api/finance/withdrawals",
@@ -371,9 +357,7 @@ async def test_a_finished_hand_replays_in_the_page_as_the_rules_core_replays_it(
     await make_user(platform_db, player)
     await make_user(platform_db, f"rps_{kind[:5]}", "support")
     async with platform(platform_db, internal_secret, tmp_path) as p:
-        async with p.client() as pla, p.client() as sup:
-            await sign_in(pla, player)
-            await sign_in(sup, f"rps_{kind[:5]}")
+        async with p.signed_in(player, f"rps_{kind[:5]}") as (pla, sup):
             r = await pla.post("/api/lobby/cpu", json={"kind": kind})
             assert r.status_code == 200, r.text
             final = await play_turns({player: pla}, r.json()["match_id"])
@@ -417,16 +401,7 @@ async def test_concurrent_approvals_are_one_reversal_and_a_ledger_refusal_change
     await make_user(platform_db, "cc_fin2", "finance")
     await make_user(platform_db, "cc_adm", "admin")
     async with platform(platform_db, internal_secret, tmp_path) as p:
-        async with (
-            p.client() as fin,
-            p.client() as fin2,
-            p.client() as sup,
-            p.client() as adm,
-        ):
-            await sign_in(fin, "cc_fin")
-            await sign_in(fin2, "cc_fin2")
-            await sign_in(sup, "cc_sup")
-            await sign_in(adm, "cc_adm")
+        async with p.signed_in("cc_fin", "cc_fin2", "cc_sup", "cc_adm") as (fin, fin2, sup, adm):
             first = await _deposit(fin, "cc_pla", 3000)
             second = await _deposit(fin, "cc_pla", 1000)
             r = await fin.post(

@@ -46,6 +46,19 @@ def desktop_context(browser: Any) -> Any:
     return browser.new_context(viewport=DESKTOP)
 
 
+@contextmanager
+def watched_page(context: Any) -> Iterator[Any]:
+    """A new page of `context` whose script errors fail the test; the context closed after."""
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        yield page
+        assert not errors, errors
+    finally:
+        context.close()
+
+
 def shot(page: Any, name: str, full_page: bool = False) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     width = page.viewport_size["width"]

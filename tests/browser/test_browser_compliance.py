@@ -7,18 +7,14 @@ The API is answered by fixed documents (the routes have their own tests)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.browser.browser_helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     assert_fits,
     axe_serious,
     desktop_context,
-    need_chromium,
     phone_context,
     shot,
     small_targets,
@@ -147,19 +143,6 @@ REPORT = {
     "category": "collusion",
     "text": "Se dejó ganar tres manos seguidas.",
 }
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser: Any, context_of: Any, base: str, posted: list[str]) -> Any:

@@ -15,16 +15,14 @@ from typing import Any
 import pytest
 
 from tests.browser.browser_helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     assert_fits,
     axe_serious,
     desktop_context,
-    need_chromium,
     phone_context,
     shot,
     small_targets,
     static_server,
+    watched_page,
 )
 
 pytestmark = [pytest.mark.browser]
@@ -118,29 +116,13 @@ def _whole_on_screen(page: Any) -> None:
     page.wait_for_timeout(50)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Any:
-    need_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 @pytest.mark.parametrize("device", ["phone", "desktop"])
 def test_wallet_section_and_reminder_banner(browser: Any, device: str) -> None:
     context = phone_context(browser) if device == "phone" else desktop_context(browser)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
     sent: list[dict[str, Any]] = []
-    _answers(page, sent)
-    page.clock.install()
-    with static_server() as base:
+    with watched_page(context) as page, static_server() as base:
+        _answers(page, sent)
+        page.clock.install()
         page.goto(base + "/#wallet")
         page.wait_for_selector("[data-test=lim-save]")
         # Current limits, a pending rise with its time, the windows said in words.
@@ -179,5 +161,3 @@ def test_wallet_section_and_reminder_banner(browser: Any, device: str) -> None:
         page.wait_for_function(
             "() => document.getElementById('limits-panel').textContent.includes('Responsible play')"
         )
-    context.close()
-    assert not errors, errors

@@ -23,8 +23,6 @@ from services.common.migrate import upgrade
 from tests.api.api_helpers import PASSWORD, make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, platform, play_turns
 from tests.browser.browser_helpers import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     assert_fits,
     axe_serious,
     desktop_context,
@@ -32,6 +30,7 @@ from tests.browser.browser_helpers import (
     phone_context,
     shot,
     small_targets,
+    watched_page,
 )
 from tests.uvicorn_server import UvicornServer
 
@@ -126,18 +125,6 @@ def site(database_url: str, internal_secret: bytes, tmp_path_factory: Any) -> It
         served.thread.join(60)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
-
-
 def _sign_in(page: Any, base: str, name: str) -> None:
     page.goto(base + "/")
     page.fill("#login-form input[name=username]", name)
@@ -179,11 +166,7 @@ def _step_through(page: Any, press: Any) -> None:
 
 
 def test_support_replays_a_hand_on_a_phone_and_opens_a_dispute(site: str, browser: Any):
-    context = phone_context(browser)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with watched_page(phone_context(browser)) as page:
         _sign_in(page, site, AGENT)
         page.wait_for_selector("#screen-support:not([hidden])")
         page.fill("#support-root input[name=q]", "bs_p")
@@ -203,17 +186,10 @@ def test_support_replays_a_hand_on_a_phone_and_opens_a_dispute(site: str, browse
         page.wait_for_selector(".sp-notes li:nth-child(2)")
         shot(page, "support-player", full_page=True)
         _checks(page, "support player", "#screen-support")
-        assert not errors, errors
-    finally:
-        context.close()
 
 
 def test_player_replays_his_own_hand_and_admin_reads_the_staff_log(site: str, browser: Any):
-    context = desktop_context(browser)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with watched_page(desktop_context(browser)) as page:
         _sign_in(page, site, PLAYER)
         page.locator("[data-test=nav-history]").click()
         page.locator("[data-test=replay-hand]").first.click()
@@ -238,17 +214,10 @@ def test_player_replays_his_own_hand_and_admin_reads_the_staff_log(site: str, br
         assert actions == ["support.dispute_note", "support.dispute_open", "support.refund_propose"]
         shot(page, "staff-log")
         _checks(page, "staff log", "#screen-staff")
-        assert not errors, errors
-    finally:
-        context.close()
 
 
 def test_finance_approves_support_refund_on_a_phone(site: str, browser: Any):
-    context = phone_context(browser)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with watched_page(phone_context(browser)) as page:
         _sign_in(page, site, CASHIER)
         page.wait_for_selector("[data-test=fin-refund-list] li[data-refund]")
         shot(page, "finance-refunds")
@@ -260,9 +229,6 @@ def test_finance_approves_support_refund_on_a_phone(site: str, browser: Any):
         balance = page.request.get(f"{site}/api/finance/statements/{PLAYER}").json()
         assert balance["closing_balance"] == 2500 + MISTAKE_CENTS
         assert [x["kind"] for x in balance["lines"]][-1] == "reversal"
-        assert not errors, errors
-    finally:
-        context.close()
 
 
 def _statement(page: Any, site: str) -> dict[str, Any]:
@@ -273,11 +239,7 @@ def _statement(page: Any, site: str) -> dict[str, Any]:
 def test_finance_proposes_a_correction_and_another_finance_user_approves_it(
     site: str, browser: Any
 ):
-    phone = phone_context(browser)
-    page = phone.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with watched_page(phone_context(browser)) as page:
         _sign_in(page, site, CASHIER)
         page.wait_for_selector("[data-test=fin-refund-list]")
         before = _statement(page, site)
@@ -317,14 +279,8 @@ def test_finance_proposes_a_correction_and_another_finance_user_approves_it(
         shot(page, "finance-own-proposal")
         _checks(page, "finance correction", "#fin-correct")
         _checks(page, "finance own proposal", "#fin-refunds")
-        assert not errors, errors
-    finally:
-        phone.close()
 
-    desktop = desktop_context(browser)
-    page = desktop.new_page()
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
+    with watched_page(desktop_context(browser)) as page:
         _sign_in(page, site, CASHIER2)
         item = page.locator(f"[data-test=fin-refund-list] li[data-refund='{proposal}']")
         item.locator("[data-test=rf-approve]").wait_for()
@@ -338,6 +294,3 @@ def test_finance_proposes_a_correction_and_another_finance_user_approves_it(
         assert after["lines"][-1]["kind"] == "reversal"
         reversals = [[x["kind"] for x in st["lines"]].count("reversal") for st in (before, after)]
         assert reversals[1] == reversals[0] + 1
-        assert not errors, errors
-    finally:
-        desktop.close()

@@ -40,6 +40,45 @@ def fake_replayer(scenario: Mapping[str, Any]) -> dict[str, Any]:
     return {"events": [], "result": {"digest": digest}, "awaiting": None}
 
 
+def signed_record(envelope: Mapping[str, Any]) -> SignedRecord:
+    return SignedRecord(record=envelope["record"], signature=envelope["signature"])
+
+
+def inclusion(tree: MemoryTree, index: int) -> InclusionDoc:
+    return InclusionDoc(
+        leaf_index=index, tree_size=tree.size, path=[p.hex() for p in tree.inclusion(index)]
+    )
+
+
+def signed_checkpoint(key: OperatorKey, tree: MemoryTree) -> dict[str, Any]:
+    """The operator's signed checkpoint of the log as `tree` stands now."""
+    return sign_record(
+        key.private_key,
+        checkpoint_record(
+            origin="mesa-fairness-log",
+            tree_size=tree.size,
+            root_hash=tree.root(),
+            time=T0,
+            signing_key_id=key.key_id,
+        ),
+    )
+
+
+def attach_records(
+    t: Transcript,
+    tree: MemoryTree,
+    seed_env: Mapping[str, Any],
+    seed_index: int,
+    result_env: Mapping[str, Any],
+    result_index: int,
+) -> None:
+    """Put the hand's signed seed and result records, each with its inclusion proof, into `t`."""
+    t.seed_record = signed_record(seed_env)
+    t.seed_inclusion = inclusion(tree, seed_index)
+    t.result_record = signed_record(result_env)
+    t.result_inclusion = inclusion(tree, result_index)
+
+
 def make_transcript(
     key: OperatorKey,
     *,
@@ -80,22 +119,20 @@ def make_transcript(
         ),
     )
     mv = moves if moves is not None else [{"tile": "0-0"}, {"tile": "0-1", "end": "right"}]
+    hand: dict[str, Any] = {
+        "commitment": envelope,
+        "public_keys": [key.public_hex()],
+        "seed_entries": seeds.entries,
+        "server_seed": SERVER_SEED,
+        "deal": d,
+        "opener": 0,
+        "first_hand": True,
+        "scores": [0, 0],
+        "moves": mv,
+    }
     # the transcript without its proofs, to compute the (fake) result it replays to
     draft = build_transcript(
-        commitment=envelope,
-        public_keys=[key.public_hex()],
-        seed_entries=seeds.entries,
-        server_seed=SERVER_SEED,
-        deal=d,
-        opener=0,
-        first_hand=True,
-        scores=[0, 0],
-        moves=mv,
-        result=result,
-        leaf_index=0,
-        tree_size=1,
-        path=[],
-        checkpoint=envelope,
+        **hand, result=result, leaf_index=0, tree_size=1, path=[], checkpoint=envelope
     )
     if result is None:
         result = fake_replayer(replay_scenario(draft))["result"]
@@ -119,44 +156,15 @@ def make_transcript(
     seed_index = tree.append(leaf_bytes(seed_env))
     tree.append(b"a later leaf")
     result_index = tree.append(leaf_bytes(result_env))
-    cp = sign_record(
-        key.private_key,
-        checkpoint_record(
-            origin="mesa-fairness-log",
-            tree_size=tree.size,
-            root_hash=tree.root(),
-            time=T0,
-            signing_key_id=key.key_id,
-        ),
-    )
     t = build_transcript(
-        commitment=envelope,
-        public_keys=[key.public_hex()],
-        seed_entries=seeds.entries,
-        server_seed=SERVER_SEED,
-        deal=d,
-        opener=0,
-        first_hand=True,
-        scores=[0, 0],
-        moves=mv,
+        **hand,
         result=result,
         leaf_index=index,
         tree_size=tree.size,
         path=tree.inclusion(index),
-        checkpoint=cp,
+        checkpoint=signed_checkpoint(key, tree),
     )
-    t.seed_record = SignedRecord(record=seed_env["record"], signature=seed_env["signature"])
-    t.seed_inclusion = InclusionDoc(
-        leaf_index=seed_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(seed_index)],
-    )
-    t.result_record = SignedRecord(record=result_env["record"], signature=result_env["signature"])
-    t.result_inclusion = InclusionDoc(
-        leaf_index=result_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(result_index)],
-    )
+    attach_records(t, tree, seed_env, seed_index, result_env, result_index)
     return t
 
 

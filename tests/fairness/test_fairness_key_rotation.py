@@ -12,11 +12,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fairness.keys import OperatorKey, rotation_entry
 from fairness.log_store import LogStore
-from fairness.transcript import SignedRecord, Transcript, encode_transcript
+from fairness.transcript import Transcript, encode_transcript
 from fairness.verify import verify_transcript
 from services.cli import main as mesa
 from services.common.db import create_pool
-from tests.fairness.fairness_helpers import fake_replayer, make_transcript
+from tests.fairness.fairness_helpers import fake_replayer, make_transcript, signed_record
 
 T = datetime(2026, 6, 1, tzinfo=UTC)
 
@@ -25,17 +25,13 @@ def _key() -> OperatorKey:
     return OperatorKey(Ed25519PrivateKey.generate())
 
 
-def _signed(env: dict[str, Any]) -> SignedRecord:
-    return SignedRecord(record=env["record"], signature=env["signature"])
-
-
 def _rotated(
     old: OperatorKey, new: OperatorKey, announcer: OperatorKey | None = None
 ) -> Transcript:
     """A hand signed by `new`, with the rotation record `announcer` (default: old) signed."""
     t = make_transcript(new)
     t.public_keys = [old.public_hex(), new.public_hex()]
-    t.key_rotations = [_signed(rotation_entry(announcer or old, new, T))]
+    t.key_rotations = [signed_record(rotation_entry(announcer or old, new, T))]
     return t
 
 

@@ -15,58 +15,34 @@ import msgspec
 import pytest
 
 from fairness.commitments import (
-    SeedRound,
-    checkpoint_record,
     cpu_seed,
     leaf_bytes,
     player_seed_commitment,
-    sign_record,
 )
-from fairness.flow import OpenDeal, close_deal, log_seed_commitments, make_deal, open_deal
+from fairness.flow import OpenDeal, log_seed_commitments, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.rules_bridge import replayer
 from fairness.tlog import checkpoint_body, sign_note
 from fairness.transcript import (
     RECEIPT_FORMAT,
-    InclusionDoc,
     Receipt,
-    SignedRecord,
     Transcript,
-    build_transcript,
     encode_transcript,
 )
 from fairness.verify import verify_receipt, verify_transcript
 from services.cli import main as mesa
-from tests.fairness.fairness_helpers import T0
-from tests.fairness.test_fairness_replay import _play_out
+from tests.fairness.fairness_helpers import (
+    T0,
+    inclusion,
+    signed_checkpoint,
+    signed_record,
+)
+from tests.fairness.test_fairness_replay import logged_hand
 
 replay = replayer()
 OPTIONS = {"mode": "2v2", "target": 100}
 DEAL = "dom/m9/h1"
-
-
-def _signed(env: dict[str, Any]) -> SignedRecord:
-    return SignedRecord(record=env["record"], signature=env["signature"])
-
-
-def _inc(tree: MemoryTree, index: int) -> InclusionDoc:
-    return InclusionDoc(
-        leaf_index=index, tree_size=tree.size, path=[p.hex() for p in tree.inclusion(index)]
-    )
-
-
-def _checkpoint(key: OperatorKey, tree: MemoryTree) -> dict[str, Any]:
-    return sign_record(
-        key.private_key,
-        checkpoint_record(
-            origin="mesa-fairness-log",
-            tree_size=tree.size,
-            root_hash=tree.root(),
-            time=T0,
-            signing_key_id=key.key_id,
-        ),
-    )
 
 
 @dataclass
@@ -95,53 +71,20 @@ def _hand(
         T0,
     )
     seed_index = tree.append(leaf_bytes(seed_env))
-    cp_receipt = _checkpoint(key, tree)
+    cp_receipt = signed_checkpoint(key, tree)
     receipt = Receipt(
         format=RECEIPT_FORMAT,
         deal_id=opened.deal_id,
-        record=_signed(seed_env),
-        inclusion=_inc(tree, seed_index),
-        checkpoint=_signed(cp_receipt),
+        record=signed_record(seed_env),
+        inclusion=inclusion(tree, seed_index),
+        checkpoint=signed_record(cp_receipt),
         checkpoint_note=sign_note(
             checkpoint_body("mesa-fairness-log", tree.size, tree.root()),
             "mesa-fairness-log",
             key.private_key,
         ),
     )
-    rnd = SeedRound(4)
-    for s, x in enumerate(all_seeds):
-        rnd.commit(s, player_seed_commitment(x))
-    rnd.open_reveals()
-    for s, x in enumerate(all_seeds):
-        rnd.reveal(s, x)
-    res = rnd.close()
-    d = make_deal(opened, res)
-    hands, stock = d.as_strings()
-    scenario: dict[str, Any] = {"variant": "dominicana", "options": OPTIONS}
-    scenario |= {"hands": hands, "stock": stock, "first_hand": True, "scores": [0, 0]}
-    moves, result = _play_out(scenario)
-    result_env = close_deal(key, opened, res, moves, result, T0)
-    result_index = tree.append(leaf_bytes(result_env))
-    t = build_transcript(
-        commitment=opened.commitment,
-        public_keys=[key.public_hex()],
-        seed_entries=res.entries,
-        server_seed=opened.server_seed,
-        deal=d,
-        opener=None,
-        first_hand=True,
-        scores=[0, 0],
-        moves=moves,
-        result=result,
-        leaf_index=index,
-        tree_size=tree.size,
-        path=tree.inclusion(index),
-        checkpoint=_checkpoint(key, tree),
-    )
-    t.seed_record = _signed(seed_env)
-    t.seed_inclusion = _inc(tree, seed_index)
-    t.result_record = _signed(result_env)
-    t.result_inclusion = _inc(tree, result_index)
+    t = logged_hand(key, opened, all_seeds, tree, index, seed_env, seed_index)
     return Hand(t, receipt)
 
 

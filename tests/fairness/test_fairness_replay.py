@@ -10,30 +10,26 @@ import pytest
 
 from fairness.commitments import (
     SeedRound,
-    checkpoint_record,
     leaf_bytes,
     player_seed_commitment,
-    sign_record,
 )
-from fairness.flow import close_deal, log_seed_commitments, make_deal, open_deal
+from fairness.flow import OpenDeal, close_deal, log_seed_commitments, make_deal, open_deal
 from fairness.keys import OperatorKey
 from fairness.merkle import MemoryTree
 from fairness.rules_bridge import replayer
 from fairness.transcript import (
-    InclusionDoc,
-    SignedRecord,
     Transcript,
     build_transcript,
     encode_transcript,
 )
 from fairness.verify import verify_transcript
 from services.cli import main as mesa
-from tests.fairness.fairness_helpers import T0
+from tests.fairness.fairness_helpers import T0, attach_records, signed_checkpoint
 
 replay = replayer()
 
 
-def _play_out(scenario: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def play_out(scenario: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Pick, at every turn, the first tile (in hand order) that the rules core accepts."""
     moves: list[dict[str, Any]] = []
     out = replay({**scenario, "moves": moves})
@@ -56,54 +52,36 @@ def _play_out(scenario: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str,
     return moves, out["result"]
 
 
-@pytest.fixture
-def real_transcript(operator_key: OperatorKey) -> Transcript:
-    options = {"mode": "2v2", "target": 100}
-    opened = open_deal(
-        operator_key,
-        deal_id="dom/m1/h1",
-        table_id="t1",
-        variant="dominicana",
-        options=options,
-        tile_set=6,
-        hand_size=7,
-        seats=["a", "b", "c", "d"],
-        now=T0,
-    )
-    tree = MemoryTree()
-    index = tree.append(leaf_bytes(opened.commitment))
-    rnd = SeedRound(4)
-    for s, seed in enumerate(["s0", "s1", "s2", "s3"]):
+def logged_hand(
+    key: OperatorKey,
+    opened: OpenDeal,
+    seeds: list[str],
+    tree: MemoryTree,
+    index: int,
+    seed_env: dict[str, Any],
+    seed_index: int,
+) -> Transcript:
+    """Deal the hand of `opened` from `seeds` (each seat commits and reveals its own), play it
+    out with the rules core and log its result in `tree`, which holds the commitment at `index`
+    and the seed record `seed_env` at `seed_index`: the hand's transcript, records and proofs."""
+    rnd = SeedRound(len(seeds))
+    for s, seed in enumerate(seeds):
         rnd.commit(s, player_seed_commitment(seed))
     rnd.open_reveals()
-    for s, seed in enumerate(["s0", "s1", "s2", "s3"]):
+    for s, seed in enumerate(seeds):
         rnd.reveal(s, seed)
-    seeds = rnd.close()
-    seed_env = log_seed_commitments(
-        operator_key, opened, [("player", e.commitment) for e in seeds.entries], T0
-    )
-    seed_index = tree.append(leaf_bytes(seed_env))
-    d = make_deal(opened, seeds)
+    revealed = rnd.close()
+    d = make_deal(opened, revealed)
     hands, stock = d.as_strings()
-    scenario: dict[str, Any] = {"variant": "dominicana", "options": options}
+    scenario = {"variant": opened.record["variant"], "options": opened.record["options"]}
     scenario |= {"hands": hands, "stock": stock, "first_hand": True, "scores": [0, 0]}
-    moves, result = _play_out(scenario)
-    result_env = close_deal(operator_key, opened, seeds, moves, result, T0)
+    moves, result = play_out(scenario)
+    result_env = close_deal(key, opened, revealed, moves, result, T0)
     result_index = tree.append(leaf_bytes(result_env))
-    cp = sign_record(
-        operator_key.private_key,
-        checkpoint_record(
-            origin="mesa-fairness-log",
-            tree_size=tree.size,
-            root_hash=tree.root(),
-            time=T0,
-            signing_key_id=operator_key.key_id,
-        ),
-    )
     t = build_transcript(
         commitment=opened.commitment,
-        public_keys=[operator_key.public_hex()],
-        seed_entries=seeds.entries,
+        public_keys=[key.public_hex()],
+        seed_entries=revealed.entries,
         server_seed=opened.server_seed,
         deal=d,
         opener=None,
@@ -114,21 +92,33 @@ def real_transcript(operator_key: OperatorKey) -> Transcript:
         leaf_index=index,
         tree_size=tree.size,
         path=tree.inclusion(index),
-        checkpoint=cp,
+        checkpoint=signed_checkpoint(key, tree),
     )
-    t.seed_record = SignedRecord(record=seed_env["record"], signature=seed_env["signature"])
-    t.seed_inclusion = InclusionDoc(
-        leaf_index=seed_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(seed_index)],
-    )
-    t.result_record = SignedRecord(record=result_env["record"], signature=result_env["signature"])
-    t.result_inclusion = InclusionDoc(
-        leaf_index=result_index,
-        tree_size=tree.size,
-        path=[p.hex() for p in tree.inclusion(result_index)],
-    )
+    attach_records(t, tree, seed_env, seed_index, result_env, result_index)
     return t
+
+
+@pytest.fixture
+def real_transcript(operator_key: OperatorKey) -> Transcript:
+    opened = open_deal(
+        operator_key,
+        deal_id="dom/m1/h1",
+        table_id="t1",
+        variant="dominicana",
+        options={"mode": "2v2", "target": 100},
+        tile_set=6,
+        hand_size=7,
+        seats=["a", "b", "c", "d"],
+        now=T0,
+    )
+    tree = MemoryTree()
+    index = tree.append(leaf_bytes(opened.commitment))
+    seeds = ["s0", "s1", "s2", "s3"]
+    seed_env = log_seed_commitments(
+        operator_key, opened, [("player", player_seed_commitment(x)) for x in seeds], T0
+    )
+    seed_index = tree.append(leaf_bytes(seed_env))
+    return logged_hand(operator_key, opened, seeds, tree, index, seed_env, seed_index)
 
 
 def test_real_hand_verifies(real_transcript: Transcript) -> None:

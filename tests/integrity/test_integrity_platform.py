@@ -312,18 +312,8 @@ async def test_compliance_holds_freezes_and_closes_with_reasons_in_the_audit_log
             ],
         )
         alert_id = raised.id
-        async with (
-            p.client() as officer,
-            p.client() as caja,
-            p.client() as mule,
-            p.client() as sup,
-            p.client() as aud,
-        ):
-            await sign_in(officer, "ic_officer")
-            await sign_in(caja, "ic_caja")
-            await sign_in(mule, "ic_mule")
-            await sign_in(sup, "ic_sup")
-            await sign_in(aud, "ic_aud")
+        signed_in = p.signed_in("ic_officer", "ic_caja", "ic_mule", "ic_sup", "ic_aud")
+        async with signed_in as (officer, caja, mule, sup, aud):
             r = await caja.post(
                 "/api/finance/deposits",
                 json={"player": "ic_mule", "amount": 5000, "reference": "in"},

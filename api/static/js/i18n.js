@@ -295,6 +295,10 @@ const T = {
     fin_window_day: "diario", fin_window_week: "semanal", fin_window_month: "mensual",
     // invitations: "play again" withdrawn by its proposer (rematch.js)
     rm_cancelled: "Retiraste la propuesta.",
+    // lobby: the list of invitations, partner and "play again" (invitations.js)
+    inv_again_you: "te invita a jugar otra vez", inv_also: "También invitados",
+    inv_again_sent: "Invitaste a jugar otra vez a", inv_as_partner: "como pareja",
+    inv_you: "tú", inv_you_accepted: "aceptaste", inv_waiting: "sin responder",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -590,6 +594,10 @@ const T = {
     fin_window_day: "daily", fin_window_week: "weekly", fin_window_month: "monthly",
     // invitations: "play again" withdrawn by its proposer (rematch.js)
     rm_cancelled: "You withdrew the proposal.",
+    // lobby: the list of invitations, partner and "play again" (invitations.js)
+    inv_again_you: "invites you to play again", inv_also: "Also invited",
+    inv_again_sent: "You invited to play again", inv_as_partner: "as partner",
+    inv_you: "you", inv_you_accepted: "you accepted", inv_waiting: "not answered yet",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -3,7 +3,8 @@ partner invitation from cris, a "play again" of a four-player match proposed by 
 partner invitation he sent to dani. Each reads in Spanish and in English (who invites, who
 else is invited, who has not answered, the game and stake, "play again" named as such), with
 Accept and Decline, or Cancel on his own; accepting the rematch shows him waiting, and seats
-him once the last player accepts. At 390x844 and 1280x800: no overflow, 44 px targets, no
+him once the last player accepts (or once he retries a seating cut short by a failing
+service). At 390x844 and 1280x800: no overflow, 44 px targets, no
 serious axe-core violation.
 
 The page runs alone with the API answered by the test (page.route, as test_browser_rematch.py
@@ -163,7 +164,11 @@ class FakeApi:
                 return self.json(route, 404, {"error": "not_found", "detail": path})
             number, action = int(found[1]), found[2]
             if action == "accept" and number == REMATCH:
-                self.incoming[REMATCH] = _rematch("accepted", "pending")
+                if self.incoming[REMATCH].status == "accepted":  # a retry: seated now
+                    self.incoming[REMATCH] = _rematch("accepted", "accepted", NEW_TABLE)
+                    self.mine = [NEW_TABLE]
+                else:
+                    self.incoming[REMATCH] = _rematch("accepted", "pending")
                 return self.json(route, 200, self.incoming[REMATCH])
             box = self.outgoing if action == "cancel" else self.incoming
             gone = box.pop(number)
@@ -175,7 +180,7 @@ class FakeApi:
             "lobby/mine": self.mine,
             "lobby/tables": {"tables": []},
             "invitations": InvitationList(
-                incoming=[i for i in self.incoming.values() if i.status == "pending"],
+                incoming=[i for i in self.incoming.values() if i.table_id is None],
                 outgoing=list(self.outgoing.values()),
             ),
         }
@@ -324,9 +329,24 @@ def test_lobby_lists_partner_and_play_again_invitations(size: str) -> None:
             shot(page, "lobby-invitations-accepted")
             _check_layout(page, f"lobby rematch accepted ({size})")
 
-            # dani accepts last: everyone is seated, and the lobby opens ben's new table.
-            api.incoming[REMATCH] = _rematch("accepted", "accepted", NEW_TABLE)
-            api.mine = [NEW_TABLE]
+            if size == "desktop":
+                # dani accepts last: everyone is seated; the lobby opens ben's new table.
+                api.incoming[REMATCH] = _rematch("accepted", "accepted", NEW_TABLE)
+                api.mine = [NEW_TABLE]
+            else:
+                # dani's acceptance was cut short while seating (a service failed): all
+                # accepted, no table. ben may retry, which seats everyone.
+                api.incoming[REMATCH] = _rematch("accepted", "accepted")
+                item = f"#invites-in li[data-invitation='{REMATCH}'][data-status=accepted]"
+                page.wait_for_selector(item)
+                assert _lines(page, "invites-in", REMATCH)[-1] == (
+                    "Everyone accepted: seating you… If the table does not open, retry."
+                )
+                assert _buttons(page, "invites-in", REMATCH) == ["invite-accept"]
+                assert page.inner_text(f"{item} button") == "Retry"
+                shot(page, "lobby-invitations-retry")
+                _check_layout(page, "lobby rematch cut short")
+                page.click(f"{item} button")
             page.wait_for_selector("#screen-table:not([hidden])")
             assert page.evaluate("() => location.hash") == "#table/m-2"
             assert not errors, errors

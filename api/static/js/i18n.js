@@ -299,6 +299,7 @@ const T = {
     inv_again_you: "te invita a jugar otra vez", inv_also: "También invitados",
     inv_again_sent: "Invitaste a jugar otra vez a", inv_as_partner: "como pareja",
     inv_you: "tú", inv_you_accepted: "aceptaste", inv_waiting: "sin responder",
+    inv_retry: "Reintentar", inv_cut_short: "Todos aceptaron: sentándolos… Si la mesa no se abre, reintenta.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -598,6 +599,7 @@ const T = {
     inv_again_you: "invites you to play again", inv_also: "Also invited",
     inv_again_sent: "You invited to play again", inv_as_partner: "as partner",
     inv_you: "you", inv_you_accepted: "you accepted", inv_waiting: "not answered yet",
+    inv_retry: "Retry", inv_cut_short: "Everyone accepted: seating you… If the table does not open, retry.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

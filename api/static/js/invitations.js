@@ -39,6 +39,7 @@ function whoLines(inv, me) {
 function statusLine(inv, me) {
   const waiting = inv.players.filter((p) => p.answer === "pending").map((p) => p.player);
   const names = [...(waiting.includes(me) ? [t("inv_you")] : []), ...waiting.filter((p) => p !== me)];
+  if (inv.status === "accepted") return el("span", { class: "sub", text: t("inv_cut_short") });
   const parts = [];
   if (!inv.sent_by_me && inv.my_answer === "accepted") parts.push(t("inv_you_accepted"));
   if (waiting.some((p) => p !== me)) parts.push(`${t("inv_waiting")}: ${names.join(", ")}`);
@@ -51,15 +52,18 @@ function statusLine(inv, me) {
 function item(inv, me, kindTitle, act) {
   const what = inviteWhat(inv, kindTitle);
   const who = inv.sent_by_me ? inv.invitees.join(", ") : inv.inviter;
-  const button = (action, primary = false) => {
-    const b = el("button", { type: "button", class: primary ? "primary" : "", text: t(action), "data-test": `invite-${action}`, onclick: () => act(inv, action) });
-    b.setAttribute("aria-label", `${t(action)}: ${what} · ${who}`);
+  const button = (action, primary = false, label = action) => {
+    const b = el("button", { type: "button", class: primary ? "primary" : "", text: t(label), "data-test": `invite-${action}`, onclick: () => act(inv, action) });
+    b.setAttribute("aria-label", `${t(label)}: ${what} · ${who}`);
     return b;
   };
-  const buttons = inv.sent_by_me ? [button("cancel")]
+  // Everyone accepted and no table yet: being seated, or cut short by a failing service;
+  // any of them may accept again, which replays the seating (nothing is taken twice).
+  const buttons = inv.status === "accepted" ? [button("accept", true, "inv_retry")]
+    : inv.sent_by_me ? [button("cancel")]
     : inv.my_answer === "accepted" ? [button("decline")] // he may still withdraw his yes
     : [button("accept", true), button("decline")];
-  return el("li", { class: inv.match_id ? "invite again" : "invite", "data-invitation": String(inv.invitation_id), "data-answer": inv.my_answer },
+  return el("li", { class: inv.match_id ? "invite again" : "invite", "data-invitation": String(inv.invitation_id), "data-status": inv.status, "data-answer": inv.my_answer },
     el("div", { class: "grow" },
       el("strong", { class: "inv-what", text: what }),
       ...whoLines(inv, me).map((line, n) => el("span", { class: n ? "sub" : "inv-who", text: line })),

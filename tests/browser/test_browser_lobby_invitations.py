@@ -1,10 +1,10 @@
-"""The lobby's list of invitations in Chromium, with a "play again" among them: ben has a
-partner invitation from cris, a "play again" of a four-player match proposed by ana, and a
-partner invitation he sent to dani. Each reads in Spanish and in English (who invites, who
-else is invited, who has not answered, the game and stake, "play again" named as such), with
-Accept and Decline, or Cancel on his own; accepting the rematch shows him waiting, and seats
-him once the last player accepts (or once he retries a seating cut short by a failing
-service). At 390x844 and 1280x800: no overflow, 44 px targets, no
+"""The lobby's list of invitations in Chromium, with "play again" among them: ben has a
+partner invitation from cris, a "play again" of a four-player match proposed by ana, a partner
+invitation he sent to dani and a "play again" he proposed to ana. Each reads in Spanish and in
+English (who invites, who else is invited, who has not answered, the game and stake, "play
+again" named as such), with Accept and Decline, or Cancel on his own; accepting the rematch
+shows him waiting, and seats him once the last player accepts (or once he retries a seating
+cut short by a failing service). At 390x844 and 1280x800: no overflow, 44 px targets, no
 serious axe-core violation.
 
 The page runs alone with the API answered by the test (page.route, as test_browser_rematch.py
@@ -42,7 +42,7 @@ from tests.browser.browser_helpers import (
 pytestmark = [pytest.mark.browser]
 
 ME = "ben"
-REMATCH, PARTNER, SENT = 7, 3, 4
+REMATCH, PARTNER, SENT, SENT_AGAIN = 7, 3, 4, 5
 
 
 def _kinds() -> KindList:
@@ -149,7 +149,16 @@ class FakeApi:
         self.outgoing: dict[int, InvitationOut] = {
             SENT: _invitation(
                 SENT, ME, {ME: "accepted", "dani": "pending"}, kind="casa-duelo", tier="free"
-            )
+            ),
+            SENT_AGAIN: _invitation(
+                SENT_AGAIN,
+                ME,
+                {ME: "accepted", "ana": "pending"},
+                kind="casa-duelo",
+                tier="80",
+                op="private",
+                match_id="m-0",
+            ),
         }
         self.mine: list[TableOut] = []
         self.posts: list[str] = []
@@ -250,6 +259,11 @@ SPANISH = {
         "Invitaste a dani como pareja",
         "Sin responder: dani · caduca en N s",
     ],
+    ("invites-out", SENT_AGAIN): [
+        "Jugar otra vez · Casa duelo (2) · $80.00",
+        "Invitaste a jugar otra vez a: ana",
+        "Sin responder: ana · caduca en N s",
+    ],
 }
 ENGLISH = {
     ("invites-in", REMATCH): [
@@ -267,6 +281,11 @@ ENGLISH = {
         "Casa duelo (2) · Free",
         "You invited dani as partner",
         "Not answered yet: dani · expires in N s",
+    ],
+    ("invites-out", SENT_AGAIN): [
+        "Play again · Casa duelo (2) · $80.00",
+        "You invited to play again: ana",
+        "Not answered yet: ana · expires in N s",
     ],
 }
 
@@ -294,12 +313,21 @@ def test_lobby_lists_partner_and_play_again_invitations(size: str) -> None:
                 assert _lines(page, box, number) == lines, (box, number)
             for number in (REMATCH, PARTNER):
                 assert _buttons(page, "invites-in", number) == ["invite-accept", "invite-decline"]
-            assert _buttons(page, "invites-out", SENT) == ["invite-cancel"]
+            for number in (SENT, SENT_AGAIN):
+                assert _buttons(page, "invites-out", number) == ["invite-cancel"]
             accept = _item(page, "invites-in", REMATCH).locator("[data-test=invite-accept]")
             assert accept.get_attribute("aria-label") == (
                 "Aceptar: Jugar otra vez · Apuesta parejas 2v2 a 200 · $20.00 · ana"
             )
             _check_layout(page, f"lobby invitations (es, {size})")
+            # The lobby's poll (every 2 s) leaves an unchanged list alone: a focused button
+            # keeps the focus, and the live region is not announced again.
+            decline = _item(page, "invites-in", PARTNER).locator("[data-test=invite-decline]")
+            decline.focus()
+            for _ in range(2):  # a whole poll: its list, then the open tables after it
+                with page.expect_request("**/api/lobby/tables"):
+                    pass
+            assert decline.evaluate("b => b === document.activeElement")
 
             # English: the same list in the other dictionary.
             page.click("#lang")

@@ -318,13 +318,18 @@ async def expire_due(db: AsyncEngine, user_id: str) -> None:
 
 
 async def pending_of(db: AsyncEngine, user_id: str) -> tuple[list[Invitation], list[Invitation]]:
-    """(incoming, outgoing) pending invitations of a user, oldest first."""
+    """(incoming, outgoing) open invitations of a user, oldest first: the pending ones, and
+    those everyone accepted whose seating was cut short (no table, no failure: a service
+    failed midway), for one more lifetime after the last acceptance, so that any of their
+    players sees them and may accept again, which replays the seating."""
     await expire_due(db, user_id)
     async with db.connect() as conn:
         rows = (
             await conn.execute(
                 text(
-                    f"SELECT {_COLUMNS} FROM gateway.invitations WHERE status = 'pending' "  # noqa: S608 (a fixed column list; values are bound)
+                    f"SELECT {_COLUMNS} FROM gateway.invitations WHERE (status = 'pending' "  # noqa: S608 (a fixed column list; values are bound)
+                    "OR (status = 'accepted' AND table_id IS NULL AND failure IS NULL "
+                    "AND decided_at + (expires_at - created_at) > now())) "
                     "AND id IN (SELECT invitation_id FROM gateway.invitation_players "
                     "WHERE player = :u) ORDER BY id LIMIT :n"
                 ),

@@ -53,7 +53,8 @@ class RematchRequest(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 class InvitationList(msgspec.Struct, frozen=True):
-    """Your pending invitations: sent to you (accept or decline) and sent by you (cancel)."""
+    """Your open invitations: sent to you (accept or decline) and sent by you (cancel); an
+    accepted one without a table had its seating cut short (accept it again)."""
 
     incoming: list[InvitationOut]
     outgoing: list[InvitationOut]
@@ -237,7 +238,9 @@ class InvitationController(GuardedController):
     async def my_invitations(
         self, user: CurrentUser, request: Request[Any, Any, Any]
     ) -> InvitationList:
-        """Pending invitations sent to you and by you (expired ones are dropped)."""
+        """Open invitations sent to you and by you: pending ones (expired ones are dropped),
+        and accepted ones whose seating was cut short (`accepted`, no `table_id`): accept
+        one again to replay it."""
         incoming, outgoing = await invitations.pending_of(request.app.state.db, user.id)
         return InvitationList(
             incoming=[invitation_out(i, user.id) for i in incoming],

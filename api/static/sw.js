@@ -4,7 +4,7 @@ const CACHE = "mesa-shell-v2";
 const SHELL = [
   "/", "/index.html", "/style.css", "/close-report.css", "/manifest.json",
   "/js/api.js", "/js/app.js", "/js/audit-log.js", "/js/closing.js", "/js/compliance.js", "/js/finance.js",
-  "/js/guard.js", "/js/i18n.js", "/js/identity.js", "/js/limits.js", "/js/notes.js", "/js/reconcile.js",
+  "/js/guard.js", "/js/i18n.js", "/js/identity.js", "/js/invitations.js", "/js/limits.js", "/js/notes.js", "/js/reconcile.js",
   "/js/refunds.js", "/js/rematch.js", "/js/replay.js", "/js/report.js", "/js/snake.js", "/js/staff.js",
   "/js/support.js", "/js/table.js", "/js/tiles.js", "/js/verify.js", "/js/witness-policy.js",
   "/icons/favicon.svg", "/icons/icon-32.png", "/icons/icon-180.png", "/icons/icon-192.png", "/icons/icon-512.png",

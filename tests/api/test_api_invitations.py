@@ -11,15 +11,17 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 from sqlalchemy import text
 
 from api import accounts
+from api.backends import get_backends
 from services.common.db import create_engine
 from services.common.errors import ServiceError
+from services.common.http import ServiceUnavailable
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user, sign_in
 from tests.api.platform_stack import COMPONENTS, Platform, platform
@@ -157,6 +159,52 @@ async def test_partner_is_seated_and_held_only_after_accepting(
         assert again.json()["table"]["table_id"] == table["table_id"]
         assert await ps.balance(cris) == DEPOSIT - STAKE
         assert (await ps[cris].get("/api/invitations")).json()["incoming"] == []
+
+
+async def test_a_seating_cut_short_stays_listed_until_an_acceptance_replays_it(
+    platform_db: str, internal_secret: bytes, tmp_path: Path
+) -> None:
+    """Matchmaking fails while the last acceptance seats everyone: the invitation is decided
+    (accepted) but has no table. It stays in both players' lists (the lobby's only way back
+    to it), and accepting it again, by either of them, seats both once."""
+    await _finance(platform_db)
+    ana, cris = "cut_ana", "cut_cris"
+    async with players(platform_db, internal_secret, tmp_path) as ps:
+        for name in (ana, cris):
+            await ps.add(name)
+        r = await ps[ana].post(
+            "/api/lobby/quick-join", json={"kind": "casa-parejas", "tier": "10", "partner": cris}
+        )
+        assert r.status_code == 202, r.text
+        number = r.json()["invitation_id"]
+        mm = get_backends(ps.p.gateway.state).matchmaking
+        down = ServiceUnavailable("matchmaking is down for this test")
+
+        async def refuse(*_args: object, **_kwargs: object) -> NoReturn:
+            raise down
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mm, "post", refuse)
+            r = await ps[cris].post(f"/api/invitations/{number}/accept")
+        assert r.status_code == 503 and r.json()["error"] == "service_unavailable", r.text
+        assert await ps.balance(cris) == DEPOSIT and await ps.seats(cris) == []
+
+        incoming = (await ps[cris].get("/api/invitations")).json()["incoming"]
+        outgoing = (await ps[ana].get("/api/invitations")).json()["outgoing"]
+        for listed in (incoming, outgoing):
+            assert [(i["invitation_id"], i["status"], i["table_id"]) for i in listed] == [
+                (number, "accepted", None)
+            ], listed
+        # The inviter may replay it too: both seated, each held his stake once.
+        r = await ps[ana].post(f"/api/invitations/{number}/accept")
+        assert r.status_code == 200, r.text
+        table = r.json()["table"]
+        assert _across(table, ana, cris), table
+        for name in (ana, cris):
+            assert await ps.balance(name) == DEPOSIT - STAKE
+            assert [t["table_id"] for t in await ps.seats(name)] == [table["table_id"]]
+            listed = (await ps[name].get("/api/invitations")).json()
+            assert listed == {"incoming": [], "outgoing": []}, listed
 
 
 async def test_decline_cancel_expiry_and_misuse(

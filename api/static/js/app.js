@@ -15,6 +15,7 @@ import { loadCompliance, initCompliance } from "./compliance.js";
 import { openReport, loadRandomOnly } from "./report.js";
 import { loadReconcile } from "./reconcile.js";
 import { loadVerification } from "./identity.js";
+import { renderInvitations } from "./invitations.js";
 
 const $ = (id) => document.getElementById(id);
 let me = null;
@@ -174,40 +175,18 @@ const tableInfo = {};
 const finished = new Set();
 
 // ---------------------------------------------------------------- invitations
-function inviteWhat(inv) {
-  if (inv.op === "code") return `${t("bycode")} ${inv.invite_code}`;
-  const game = `${kindTitle(inv.kind)} · ${inv.tier === "free" ? t("free") : money(Math.round(Number(inv.tier) * 100))}`;
-  return inv.match_id ? `${t("playagain")} · ${game}` : game;
-}
-
-function secondsLeft(inv) {
-  return Math.max(0, Math.round((Date.parse(inv.expires_at) - Date.now()) / 1000));
-}
-
-function inviteButton(label, who, action, inv) {
-  const b = el("button", { type: "button", class: action === "accept" ? "primary" : "", text: t(label), "data-test": `invite-${action}`,
-    onclick: () => guard(async () => {
-      const r = await post(`/api/invitations/${inv.invitation_id}/${action}`);
-      if (action === "accept") {
-        flash(t("accepted"));
-        if (r.table?.match_id) openTable(r.table.match_id, r.table);
-        else loadLobby();
-      } else loadInvitations();
-    }) });
-  b.setAttribute("aria-label", `${t(label)}: ${who} · ${inviteWhat(inv)}`);
-  return b;
+async function inviteAction(inv, action) {
+  await guard(async () => {
+    const r = await post(`/api/invitations/${inv.invitation_id}/${action}`);
+    if (action !== "accept") return;
+    flash(t("accepted"));
+    if (r.table?.match_id) openTable(r.table.match_id, r.table);
+  });
+  if ($("screen-table").hidden) guard(loadLobby);
 }
 
 async function loadInvitations() {
-  const inv = await get("/api/invitations");
-  $("invitations").hidden = !inv.incoming.length && !inv.outgoing.length;
-  $("invites-in").replaceChildren(...(inv.incoming.length ? inv.incoming.map((i) => el("li", {},
-    el("span", { class: "grow", text: `${i.inviter} ${t("invitedyou")} · ${inviteWhat(i)} · ${t("expiresin")} ${num(secondsLeft(i))} ${t("seconds")}` }),
-    inviteButton("accept", i.inviter, "accept", i),
-    inviteButton("decline", i.inviter, "decline", i))) : [emptyItem("noinvites")]));
-  $("invites-out").replaceChildren(...(inv.outgoing.length ? inv.outgoing.map((i) => el("li", {},
-    el("span", { class: "grow", text: `${t("youinvited")} ${i.invitees.join(", ")} · ${inviteWhat(i)} · ${t("expiresin")} ${num(secondsLeft(i))} ${t("seconds")}` }),
-    inviteButton("cancel", i.invitees.join(", "), "cancel", i))) : [emptyItem("noinvites")]));
+  renderInvitations(await get("/api/invitations"), { me: me?.id, kindTitle, act: inviteAction, empty: () => emptyItem("noinvites") });
 }
 
 // A join that names a partner answers with an invitation (nobody is seated until he accepts).
@@ -407,6 +386,7 @@ function wire() {
     setLang(getLang() === "es" ? "en" : "es");
     if (table) { table.chatButtons(); if (table.view) table.render(); return; }
     const name = location.hash.slice(1);
+    if (selectedKind) selectKind(selectedKind); // the stake list and summary in the new language
     if (me && (SCREENS[me.role] || []).includes(name)) show(name);
   };
   $("login-form").onsubmit = (ev) => {

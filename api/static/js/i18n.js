@@ -300,6 +300,11 @@ const T = {
     co_hint: "Reversa un depósito o un retiro. Otra persona de Finanzas la aprueba; hasta entonces no se mueve dinero.",
     co_proposed: "propuesta; espera la aprobación de otra persona de Finanzas.",
     co_own: "Tu propuesta: la decide otra persona de Finanzas.",
+    // lobby: the list of invitations, partner and "play again" (invitations.js)
+    inv_again_you: "te invita a jugar otra vez", inv_also: "También invitados",
+    inv_again_sent: "Invitaste a jugar otra vez a", inv_as_partner: "como pareja",
+    inv_you: "tú", inv_you_accepted: "aceptaste", inv_waiting: "sin responder",
+    inv_retry: "Reintentar", inv_cut_short: "Todos aceptaron: sentándolos… Si la mesa no se abre, reintenta.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -600,6 +605,11 @@ const T = {
     co_hint: "Reverses a deposit or a withdrawal. Another finance user approves it; until then no money moves.",
     co_proposed: "proposed; waiting for another finance user's approval.",
     co_own: "Your proposal: another finance user decides it.",
+    // lobby: the list of invitations, partner and "play again" (invitations.js)
+    inv_again_you: "invites you to play again", inv_also: "Also invited",
+    inv_again_sent: "You invited to play again", inv_as_partner: "as partner",
+    inv_you: "you", inv_you_accepted: "you accepted", inv_waiting: "not answered yet",
+    inv_retry: "Retry", inv_cut_short: "Everyone accepted: seating you… If the table does not open, retry.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -15,7 +15,8 @@ movement (the operator CLI no longer does). In order, under the player's cashier
 The lock (`lock_player`) is held from the checks through the ledger's answer, so two
 deposits at the same instant cannot both pass a limit that only one fits, and a compliance
 hold (which takes the same lock, api/routes_integrity.py) is placed either before a
-withdrawal's check or after its posting, never in between.
+withdrawal's check or after its posting, never in between. The player's own limit changes and
+cool-off take it too (api/routes_limits.py): a deposit posts before a lower limit or after it.
 """
 
 from __future__ import annotations

@@ -151,56 +151,60 @@ def _check_cents(name: str, cents: int | None) -> None:
 
 
 async def set_limits(
-    db: AsyncEngine,
+    conn: AsyncConnection,
     player: str,
     changes: Mapping[str, int | None],
     reminder_min: int | None = None,
 ) -> PlayerLimits:
-    """Set some limits (None: remove) and the reminder interval; the others stay as they are."""
+    """Set some limits (None: remove) and the reminder interval; the others stay as they are.
+
+    `conn` is a transaction holding the player's cashier lock (`api.cashier.player_locked`):
+    a deposit in flight for him posts before a lower limit or after it, never past it."""
     for name, cents in changes.items():
         _check_cents(name, cents)
     if reminder_min is not None and reminder_min not in REMINDER_MINUTES:
         raise ServiceError(400, "invalid_reminder", "reminder_min must be 0, 30, 60 or 120")
-    async with db.begin() as conn:
-        for name, cents in sorted(changes.items()):
-            await conn.execute(_SET_LIMIT, {"player": player, "name": name, "cents": cents})
-        if reminder_min is not None:
-            await conn.execute(
-                text(
-                    "INSERT INTO gateway.play_settings AS s (player, reminder_min) "
-                    "VALUES (:player, :minutes) ON CONFLICT (player) DO UPDATE "
-                    "SET reminder_min = :minutes, updated_at = now()"
-                ),
-                {"player": player, "minutes": reminder_min},
-            )
-        return await _read(conn, player)
+    for name, cents in sorted(changes.items()):
+        await conn.execute(_SET_LIMIT, {"player": player, "name": name, "cents": cents})
+    if reminder_min is not None:
+        await conn.execute(
+            text(
+                "INSERT INTO gateway.play_settings AS s (player, reminder_min) "
+                "VALUES (:player, :minutes) ON CONFLICT (player) DO UPDATE "
+                "SET reminder_min = :minutes, updated_at = now()"
+            ),
+            {"player": player, "minutes": reminder_min},
+        )
+    return await _read(conn, player)
 
 
-async def start_cool_off(db: AsyncEngine, player: str, hours: int) -> PlayerLimits:
+async def start_cool_off(conn: AsyncConnection, player: str, hours: int) -> PlayerLimits:
     """Cool off for `hours` from now (database clock). A cool-off under way may be extended,
-    never shortened: asking for an earlier end is refused (409 `cool_off_active`)."""
+    never shortened: asking for an earlier end is refused (409 `cool_off_active`).
+
+    `conn` is a transaction holding the player's cashier lock (`api.cashier.player_locked`),
+    so a deposit waiting on that lock reads the cool-off once it commits."""
     if not COOL_OFF_MIN_HOURS <= hours <= COOL_OFF_MAX_HOURS:
         raise ServiceError(
             400,
             "invalid_cool_off",
             f"a cool-off lasts {COOL_OFF_MIN_HOURS} to {COOL_OFF_MAX_HOURS} hours",
         )
-    async with db.begin() as conn:
-        row = (
-            await conn.execute(
-                text(
-                    "INSERT INTO gateway.play_settings AS s (player, cooling_off_until) "
-                    "VALUES (:player, now() + make_interval(hours => :hours)) "
-                    "ON CONFLICT (player) DO UPDATE "
-                    "SET cooling_off_until = excluded.cooling_off_until, updated_at = now() "
-                    "WHERE s.cooling_off_until IS NULL "
-                    "   OR s.cooling_off_until <= excluded.cooling_off_until "
-                    "RETURNING cooling_off_until"
-                ),
-                {"player": player, "hours": hours},
-            )
-        ).first()
-        current = await _read(conn, player)
+    row = (
+        await conn.execute(
+            text(
+                "INSERT INTO gateway.play_settings AS s (player, cooling_off_until) "
+                "VALUES (:player, now() + make_interval(hours => :hours)) "
+                "ON CONFLICT (player) DO UPDATE "
+                "SET cooling_off_until = excluded.cooling_off_until, updated_at = now() "
+                "WHERE s.cooling_off_until IS NULL "
+                "   OR s.cooling_off_until <= excluded.cooling_off_until "
+                "RETURNING cooling_off_until"
+            ),
+            {"player": player, "hours": hours},
+        )
+    ).first()
+    current = await _read(conn, player)
     if row is None:
         until = current.cooling_off_until
         raise ServiceError(

@@ -14,7 +14,7 @@ from litestar import Request, get, post
 from litestar.params import JSONBody
 from sqlalchemy import text
 
-from api import limits
+from api import cashier, limits
 from api.backends import get_backends
 from api.feed import MatchFeed
 from api.guards import CurrentSession, GuardedController, requires_role
@@ -70,12 +70,14 @@ class LimitsController(GuardedController):
         data: JSONBody[LimitsRequest],
     ) -> PlayerLimits:
         """Lower a limit (at once) or raise or remove one (after 24 hours); set reminders."""
-        return await limits.set_limits(
-            request.app.state.db,
-            session.user.id,
-            {str(name): cents for name, cents in data.limits.items()},
-            data.reminder_min,
-        )
+        player = session.user.id
+        async with cashier.player_locked(request.app.state.db, player) as conn:
+            return await limits.set_limits(
+                conn,
+                player,
+                {str(name): cents for name, cents in data.limits.items()},
+                data.reminder_min,
+            )
 
     @post("/api/me/cool-off", status_code=200, tags=["player"], responses=WRITE_ERRORS)
     async def cool_off(
@@ -87,7 +89,8 @@ class LimitsController(GuardedController):
         """A break from paid tables and deposits for `hours` (24 to 1008); it cannot be
         shortened or cancelled. Free tables stay open."""
         db = request.app.state.db
-        found = await limits.start_cool_off(db, session.user.id, data.hours)
+        async with cashier.player_locked(db, session.user.id) as conn:
+            found = await limits.start_cool_off(conn, session.user.id, data.hours)
         # Its table sockets close, as at a self-exclusion: a paid seat must not outlive it.
         feed: MatchFeed = request.app.state.feed
         await feed.announce_session_ended(db, session.user.id)

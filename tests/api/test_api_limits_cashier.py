@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import cashier, staff_audit
+from api import cashier, limits, staff_audit
 from api.backends import get_backends
 from services.common.db import create_engine
 from services.common.migrate import upgrade
@@ -298,3 +298,56 @@ async def test_a_movement_that_cannot_get_the_lock_is_503_and_changes_nothing(
         assert await _audit_count(su, "finance.withdrawal", "user:lk_eva") == 0
         r = await fin.post("/api/finance/deposits", json=_move("lk_eva", 500, "busy-0001"))
         assert r.status_code == 200 and r.json()["replayed"] is False, r.text
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "body", "refusal"),
+    [
+        ("start_cool_off", "/api/me/cool-off", {"hours": 24}, "cooling_off"),
+        ("set_limits", "/api/me/limits", {"limits": {"deposit_day": 1000}}, "deposit_limit"),
+    ],
+)
+async def test_a_limit_change_made_while_a_deposit_waits_on_the_lock_is_honoured(
+    platform_db: str,
+    internal_secret: bytes,
+    tmp_path: Path,
+    su: AsyncEngine,
+    monkeypatch: pytest.MonkeyPatch,
+    change: str,
+    path: str,
+    body: dict[str, Any],
+    refusal: str,
+) -> None:
+    await _staff(platform_db, "caja", "finance")
+    player = f"lk_fe_{change[:3]}"
+    async with players(platform_db, internal_secret, tmp_path) as ps:
+        me = await ps.add(player, deposit=0)
+        fin = await _signed_in(ps, "caja")
+        # The player's change pauses inside its transaction, its row written, before it commits.
+        paused, resume = asyncio.Event(), asyncio.Event()
+        original = getattr(limits, change)
+
+        async def slow_change(*args: Any, **kw: Any) -> Any:
+            found = await original(*args, **kw)
+            paused.set()
+            await resume.wait()
+            return found
+
+        monkeypatch.setattr(limits, change, slow_change)
+        changed = asyncio.create_task(me.post(path, json=body))
+        await asyncio.wait_for(paused.wait(), 20)
+        deposit = asyncio.create_task(
+            fin.post("/api/finance/deposits", json=_move(player, 4000, f"fe-{change[:3]}-01"))
+        )
+
+        async def deposit_waits_or_ended() -> bool:
+            return deposit.done() or await _lock_waiters(su, player) == 1
+
+        await _until(deposit_waits_or_ended, "the deposit on the lock")
+        resume.set()
+        done, refused = await changed, await deposit
+        assert done.status_code == 200, done.text
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"] == refusal, refused.text
+        assert await ps.balance(player) == 0
+        assert await _audit_count(su, "finance.deposit", f"user:{player}") == 0

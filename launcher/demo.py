@@ -1,20 +1,21 @@
 """`mesa up --demo`: a few demo accounts with play money, so a newcomer plays within a minute.
 
-Creates four players and the staff (auditor, finance, admin, support, compliance) through the gateway's
-own account code (schema `gateway`), opens each player's wallet and deposits play money into
-it through the ledger service (idempotent: running it again changes nothing), and prints how
-to sign in.
+Creates four players and the staff (auditor, finance, admin, support, compliance) through the
+gateway's own account code (schema `gateway`), then funds each player the way staff do: signed
+in as the demo's finance user, through the gateway's cashier (`POST /api/finance/deposits`), so
+each deposit is checked (identity, region, limits, cool-off) and in the staff audit log.
+Idempotent: running it again replays the same deposits and moves no money. Prints how to sign in.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+import httpx
+
 from api import accounts
 from services.common.config import Settings
 from services.common.db import create_engine
-from services.common.http import InternalClient, RemoteError, ServiceUnavailable
-from services.ledger.contract import AccountOpened, DepositRequest, EntryResult, OpenAccount
 
 DEMO_PASSWORD = "mesa-demo-2026"  # noqa: S105 (the published password of the demo accounts)
 DEMO_PLAYERS = ("ana", "beto", "cris", "dani")
@@ -41,28 +42,7 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
                 await accounts.create_user(engine, name, DEMO_PASSWORD, role, name.capitalize())
     finally:
         await engine.dispose()
-    ledger = InternalClient.of("ledger", settings, "cashier")
-    try:
-        for name in DEMO_PLAYERS:
-            body = DepositRequest(
-                idempotency_key=f"demo-deposit-{name}",
-                player=name,
-                amount=DEMO_DEPOSIT_CENTS,
-                reference="demo play money",
-            )
-            for attempt in range(20):
-                try:
-                    await ledger.post("/v1/accounts", OpenAccount(player=name), AccountOpened)
-                    await ledger.post("/v1/deposits", body, EntryResult)
-                    break
-                except ServiceUnavailable:
-                    await asyncio.sleep(0.5 * (attempt + 1))
-                except RemoteError as exc:
-                    if exc.code != "idempotency_key_reused":
-                        raise
-                    break
-    finally:
-        await ledger.aclose()
+    await _fund_players(f"http://{settings.host}:{settings.gateway_port}")
     url = f"http://{settings.host}:{settings.gateway_port}/"
     lines = [
         f"demo: open {url} and sign in (password {DEMO_PASSWORD!r}):",
@@ -75,6 +55,49 @@ async def create_demo_players(settings: Settings, out: object = print) -> list[s
         for line in lines:
             out(line)
     return lines
+
+
+class DemoError(RuntimeError):
+    """The gateway refused to sign in the demo's finance user or to fund a demo player."""
+
+
+# The gateway is healthy when the demo starts, but its ledger may still be warming up (503).
+_ATTEMPTS = 20
+_TIMEOUT_S = 30.0
+
+
+async def _fund_players(gateway_url: str) -> None:
+    """Deposit each demo player's play money through the gateway's cashier as `finance`."""
+    async with httpx.AsyncClient(
+        base_url=gateway_url, timeout=_TIMEOUT_S, trust_env=False
+    ) as client:
+        signed_in = await client.post(
+            "/api/auth/tokens",
+            json={"username": "finance", "password": DEMO_PASSWORD, "label": "mesa up --demo"},
+        )
+        if signed_in.status_code != 201:
+            raise DemoError(
+                f"demo: finance cannot sign in: {signed_in.status_code} {signed_in.text}"
+            )
+        headers = {"Authorization": f"Bearer {signed_in.json()['token']}"}
+        try:
+            for name in DEMO_PLAYERS:
+                body = {
+                    "player": name,
+                    "amount": DEMO_DEPOSIT_CENTS,
+                    "reference": "demo play money",
+                    "idempotency_key": f"demo-deposit-{name}",
+                }
+                for attempt in range(_ATTEMPTS):
+                    r = await client.post("/api/finance/deposits", json=body, headers=headers)
+                    if r.status_code != 503:
+                        break
+                    await asyncio.sleep(0.5 * (attempt + 1))
+                if r.status_code != 200:
+                    raise DemoError(f"demo: deposit for {name} refused: {r.status_code} {r.text}")
+        finally:
+            # the token is of no further use: revoke it rather than leave it live for days
+            await client.post("/api/auth/logout", headers=headers)
 
 
 def main(settings: Settings) -> int:

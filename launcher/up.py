@@ -347,11 +347,14 @@ def main(argv: list[str]) -> int:
             if args.demo:
                 import asyncio
 
-                from launcher.demo import create_demo_players
+                from launcher.demo import DemoError, create_demo_players
 
-                asyncio.run(
-                    create_demo_players(msgspec.structs.replace(settings, internal_secret=secret))
-                )
+                try:
+                    asyncio.run(create_demo_players(settings))
+                except DemoError as exc:
+                    _say(str(exc))
+                    supervisor.stop_all()
+                    return 1
             _say("ready; Ctrl-C stops everything")
             supervisor.watch()
     except (EmbeddedPostgresError, SecretFileError) as exc:

@@ -37,8 +37,6 @@ CALLERS_OPT = "callers"
 GATEWAY = "gateway"
 ENGINE = "engine"
 MATCHMAKING = "matchmaking"
-# `mesa up --demo` and cashier tooling: deposits and withdrawals for players.
-CASHIER = "cashier"
 # `mesa integrity scan`: reads the histories the integrity detectors need.
 INTEGRITY = "integrity"
 

@@ -30,7 +30,6 @@ from ledger.errors import LedgerError
 from ledger.ops import Ledger, Seat, Winner
 from services.common.app import create_service_app
 from services.common.auth import (
-    CASHIER,
     ENGINE,
     GATEWAY,
     INTEGRITY,
@@ -115,8 +114,9 @@ def _json(raw: str) -> Response[bytes]:
     return Response(raw.encode(), media_type=MediaType.JSON)
 
 
-# Who may move a player's money in and out: the gateway's finance screens and the cashier tools.
-CASHIER_DESK = callers_opt(GATEWAY, CASHIER)
+# Who may move a player's money in and out: only the gateway, whose cashier (api/cashier.py)
+# checks identity, region, limits, cool-off and holds under the player's lock and audits it.
+CASHIER_DESK = callers_opt(GATEWAY)
 
 
 async def _posted(state: State, operation: str, args: tuple[Any, ...]) -> Response[bytes]:
@@ -262,8 +262,8 @@ async def void_match(state: State, data: JSONBody[VoidMatchRequest]) -> Response
     return await _posted(state, "void", args)
 
 
-# Reads: the gateway's player and finance screens (and the cashier tools, a wallet).
-WALLET_READERS = callers_opt(GATEWAY, CASHIER)
+# Reads: the gateway's player and finance screens.
+WALLET_READERS = callers_opt(GATEWAY)
 REPORT_READERS = callers_opt(GATEWAY)
 
 

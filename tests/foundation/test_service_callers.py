@@ -23,7 +23,7 @@ from services.ledger.app import create_app as create_ledger
 from services.matchmaking.app import create_app as create_matchmaking
 from tests.conftest import make_settings
 
-CALLERS = ("gateway", "engine", "matchmaking", "cashier", "integrity")
+CALLERS = ("gateway", "engine", "matchmaking", "integrity")
 UNGUARDED = {"/health", "/metrics"}
 
 
@@ -71,8 +71,9 @@ def test_money_routes_accept_only_the_service_that_runs_that_step(internal_secre
     assert ledger["/v1/matches/start"] == {"matchmaking"}
     assert ledger["/v1/matches/settle"] == {"engine"}
     assert ledger["/v1/matches/void"] == {"engine", "matchmaking"}
-    for cashier in ("/v1/deposits", "/v1/withdrawals", "/v1/accounts"):
-        assert ledger[cashier] == {"gateway", "cashier"}
+    # money in and out only through the gateway's checked, audited cashier (api/cashier.py)
+    for cashier in ("/v1/deposits", "/v1/withdrawals", "/v1/accounts", "/v1/wallets/{player:str}"):
+        assert ledger[cashier] == {"gateway"}
     # a correction only after a second finance user approved it (api/refunds.py)
     assert ledger["/v1/reversals"] == {"gateway"}
 

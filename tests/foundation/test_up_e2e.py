@@ -18,6 +18,8 @@ import httpx
 import psutil
 import pytest
 
+from services.common.auth import header_value
+from services.common.secret_file import read_secret
 from tests.conftest import platform_port_env
 
 pytestmark = pytest.mark.e2e
@@ -168,6 +170,41 @@ def test_demo_accounts_are_printed_and_can_sign_in(running_platform):
     )
     assert wallet.status_code == 200, wallet.text
     assert "10000" in wallet.text
+
+
+def test_demo_money_came_through_the_checked_cashier_as_finance(running_platform):
+    """The demo funds its players as staff do: each deposit is the gateway's cashier's, by the
+    demo's finance user, in the staff audit log; the ledger takes deposits from no one else."""
+    _, env, _, _ = running_platform
+    var = Path(env["MESA_VAR_DIR"])
+    superuser_password = (var / "pg_superuser_password").read_text().strip()
+
+    async def audited() -> list[tuple[str, str, str, int]]:
+        conn = await asyncpg.connect(
+            f"postgresql://postgres:{superuser_password}@127.0.0.1:{env['MESA_PG_PORT']}/mesa"
+        )
+        try:
+            rows = await conn.fetch(
+                "SELECT actor, action, subject, (detail->>'amount')::int AS amount "
+                "FROM gateway.staff_actions WHERE action = 'finance.deposit' ORDER BY subject"
+            )
+        finally:
+            await conn.close()
+        return [(r["actor"], r["action"], r["subject"], r["amount"]) for r in rows]
+
+    assert asyncio.run(audited()) == [
+        ("finance", "finance.deposit", f"user:{name}", 10_000)
+        for name in ("ana", "beto", "cris", "dani")
+    ]
+    secret = bytes.fromhex(read_secret(var / "internal_secret"))
+    run = var / "run" / "ledger.sock"
+    with httpx.Client(transport=httpx.HTTPTransport(uds=str(run)), timeout=5) as client:
+        refused = client.post(
+            "http://localhost/v1/deposits",
+            json={},
+            headers={"Authorization": header_value(secret, "cashier", "ledger")},
+        )
+        assert refused.status_code == 403, refused.text
 
 
 def test_internal_services_refuse_calls_without_credential(running_platform):

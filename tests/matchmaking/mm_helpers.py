@@ -200,7 +200,7 @@ async def stack(
         ledger = InternalClient(
             "http://ledger",
             settings,
-            "cashier",
+            "gateway",
             audience="ledger",
             transport=httpx.ASGITransport(app=ledger_app),
         )

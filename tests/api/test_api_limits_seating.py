@@ -125,6 +125,46 @@ async def test_two_paid_seatings_at_once_pass_a_loss_limit_only_once(
         assert len(await ps.seats("sl_ana")) == 1
 
 
+async def test_two_invitations_accepted_at_once_pass_a_loss_limit_only_once(
+    platform_db: str,
+    internal_secret: bytes,
+    tmp_path: Path,
+    su: AsyncEngine,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    await _finance(platform_db)
+    async with players(platform_db, internal_secret, tmp_path) as ps:
+        me = await ps.add("sl_eli", deposit=5000)
+        for name in ("sl_fer", "sl_gil"):
+            await ps.add(name)
+        r = await me.post("/api/me/limits", json={"limits": {"loss_day": 1500}})
+        assert r.status_code == 200, r.text
+        ids = []
+        for inviter, path, kind in (
+            ("sl_fer", "/api/lobby/quick-join", "casa-parejas"),
+            ("sl_gil", "/api/lobby/private", "dominicana-2v2-100"),
+        ):
+            body = {"kind": kind, "tier": "10", "partner": "sl_eli"}
+            r = await ps[inviter].post(path, json=body)
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["invitation_id"])
+        gate = JoinGate(ps, monkeypatch)
+        first = asyncio.create_task(me.post(f"/api/invitations/{ids[0]}/accept"))
+        await _until(lambda: _true(gate.arrived == 1), "the first acceptance at matchmaking")
+        second = asyncio.create_task(me.post(f"/api/invitations/{ids[1]}/accept"))
+
+        async def second_waits_or_joins() -> bool:
+            return gate.arrived == 2 or await _seat_lock_waiters(su, "sl_eli") == 1
+
+        await _until(second_waits_or_joins, "the second acceptance on the lock or at matchmaking")
+        gate.go.set()
+        seated, refused = await first, await second
+        assert seated.status_code == 200 and seated.json()["table"], seated.text
+        assert refused.status_code == 403 and refused.json()["error"] == "loss_limit", refused.text
+        assert await ps.balance("sl_eli") == 5000 - STAKE
+        assert len(await ps.seats("sl_eli")) == 1
+
+
 async def test_a_seating_that_cannot_get_the_lock_is_503_and_holds_nothing(
     platform_db: str,
     internal_secret: bytes,

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from api import eligibility, player_lock
 from api.backends import get_backends
 from services.common.db import create_engine
+from services.common.errors import ServiceError
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user
 from tests.api.platform_stack import COMPONENTS
@@ -249,3 +250,25 @@ async def test_two_invitations_with_the_same_players_accepted_at_once_do_not_dea
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_locked_seatings_are_bounded_below_the_connection_pool(
+    platform_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each holder needs a second pooled connection for its checks: past the bound a seating
+    # waits for a slot (bounded too) instead of taking the pool's last connection.
+    monkeypatch.setattr(eligibility, "MAX_LOCKED_SEATINGS", 1)
+    monkeypatch.setattr(eligibility, "SEAT_LOCK_WAIT_MS", 50)
+    engine = create_engine(platform_db)
+    try:
+        async with eligibility.seating_lock(engine, ["sl_hal"], "10"):
+            with pytest.raises(ServiceError) as busy:
+                async with eligibility.seating_lock(engine, ["sl_ivo"], "10"):
+                    pass
+            assert (busy.value.status, busy.value.code) == (503, "seating_busy")
+            async with eligibility.seating_lock(engine, ["sl_ivo"], "free"):
+                pass  # a free table needs no slot
+        async with eligibility.seating_lock(engine, ["sl_ivo"], "10"):
+            pass  # the slot came back
+    finally:
+        await engine.dispose()

@@ -21,18 +21,15 @@ cool-off take it too (api/routes_limits.py): a deposit posts before a lower limi
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 import msgspec
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from api import accounts, limits, staff_audit
+from api import accounts, limits, player_lock, staff_audit
 from api.accounts import User
 from api.backends import call, get_backends
 from api.eligibility import refuse
@@ -58,7 +55,6 @@ Cents = Annotated[int, msgspec.Meta(gt=0, le=10_000_000)]  # at most $100,000 pe
 # hold, is in flight) before it is refused 503 `cashier_busy`. The holder keeps it for at
 # most its checks and one ledger call (the internal client's 10 s timeout).
 LOCK_WAIT_MS = 5_000
-_LOCK_NOT_AVAILABLE = "55P03"
 _PATHS: dict[Kind, str] = {"deposit": "/v1/deposits", "withdrawal": "/v1/withdrawals"}
 
 
@@ -104,34 +100,18 @@ async def open_wallet(state: Any, player: str) -> None:
 
 
 def lock_key(player: str) -> int:
-    """The player's cashier lock: a signed 64-bit advisory lock key.
-
-    PostgreSQL has one advisory key space per database, shared by everything that uses it
-    (the ledger takes its own keys when it shares the database), so the key is a hash of the
-    player id personalised for this use: a collision, at odds of 2**-64, only makes two
-    players' movements wait for each other."""
-    digest = hashlib.blake2b(player.encode(), digest_size=8, person=b"mesa-cashier").digest()
-    return int.from_bytes(digest, "big", signed=True)
+    """The player's cashier lock: a signed 64-bit advisory lock key (api.player_lock)."""
+    return player_lock.player_key(player, b"mesa-cashier")
 
 
 async def lock_player(conn: AsyncConnection, player: str) -> None:
-    """Take the player's cashier lock in `conn`'s transaction, until it commits or rolls back.
-
-    A transaction-level advisory lock rather than a row lock: it needs no row (a player may
-    have no limits or settings row yet), blocks no other writer of the player's rows, and
-    goes with the transaction even when the connection drops, so a crash never leaves a
-    player locked. The wait is bounded: 503 `cashier_busy`, and nothing has changed."""
-    await conn.execute(
-        text("SELECT set_config('lock_timeout', :wait, true)"), {"wait": f"{LOCK_WAIT_MS}ms"}
+    """Take the player's cashier lock in `conn`'s transaction, until it commits or rolls back
+    (api.player_lock says why an advisory lock). The wait is bounded: 503 `cashier_busy`,
+    and nothing has changed."""
+    busy = ServiceError(
+        503, "cashier_busy", "another movement for this player is in progress; try again"
     )
-    try:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(player)})
-    except DBAPIError as exc:
-        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
-            raise
-        raise ServiceError(
-            503, "cashier_busy", "another movement for this player is in progress; try again"
-        ) from None
+    await player_lock.lock_keys(conn, [lock_key(player)], LOCK_WAIT_MS, busy)
 
 
 @asynccontextmanager

@@ -16,6 +16,10 @@ each player it seats, just before asking matchmaking. It checks, in order:
    quick-join queue or a CPU table gives him (`random_seat=True`): `random_only` otherwise.
    Limits, cool-off and the preference are one read of the player's settings row.
 
+A paid seating runs this check and its matchmaking join inside `seating_lock`: the seated
+players' seating locks, so two seatings of one player at once (two tabs, two invitations)
+are checked one after the other, the second one seeing the first one's hold.
+
 Refusals are 403 with a machine-readable code (503 `identity_unavailable` when the identity or
 location provider gave no trustworthy answer: nobody is seated on a doubtful one). When the
 refused player is not the acting user, the code is `partner_unavailable` whatever the reason,
@@ -24,21 +28,36 @@ so nobody learns another player's account status or balance.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Protocol
 
 import msgspec
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from api import accounts, identity, limits
+from api import accounts, identity, limits, player_lock
 from api.accounts import User
 from api.backends import Backends, call
+from services.common.db import DEFAULT_POOL_SIZE
 from services.common.errors import ServiceError
 from services.common.http import InternalClient
 from services.ledger.contract import WalletBalance
 from services.matchmaking.contract import KindList
 
 FREE_TIER = "free"
+# How long a paid seating waits for its players' seating locks (another seating of one of them
+# is between its check and matchmaking's answer) before it is refused 503 `seating_busy`. The
+# holder keeps them for its checks and one matchmaking join (the internal client's 10 s
+# timeout); a quick join holds them for a few milliseconds.
+SEAT_LOCK_WAIT_MS = 5_000
+# Seatings holding a locked connection at once, per gateway database pool. Each holder needs a
+# second pooled connection for its checks' reads (pool 10 + 10 overflow): without a bound, a
+# burst of paid seatings could hold every connection and wait for one until the pool's timeout.
+MAX_LOCKED_SEATINGS = DEFAULT_POOL_SIZE
+_slots: weakref.WeakKeyDictionary[AsyncEngine, asyncio.Semaphore] = weakref.WeakKeyDictionary()
 
 
 class Invitation(Protocol):
@@ -111,6 +130,52 @@ async def wallet_balance(ledger: InternalClient, player: str) -> int:
             return 0
         raise
     return found.balance
+
+
+def seat_lock_key(player: str) -> int:
+    """The player's seating lock, a sibling of his cashier lock (api.cashier.lock_key) rather
+    than the same key: what a seat's check must see settled is only what another seating
+    changes (a held stake counts as lost; the balance the stake is held from), while a
+    deposit or withdrawal changes no loss figure and the ledger refuses a hold its balance
+    does not cover by itself. So a seating never waits for the finance desk or a compliance
+    review, nor a deposit for a seating."""
+    return player_lock.player_key(player, b"mesa-seating")
+
+
+def _busy() -> ServiceError:
+    return ServiceError(
+        503, "seating_busy", "another seating for this player is in progress; try again"
+    )
+
+
+@asynccontextmanager
+async def seating_lock(
+    db: AsyncEngine, players: Iterable[str], tier: str | None
+) -> AsyncIterator[None]:
+    """Hold the seating locks of every player a paid seating seats, from before his
+    `check_may_sit` until matchmaking has answered the join (and placed the holds).
+
+    The locks are transaction-level advisory locks on a connection of the gateway's database,
+    taken in one fixed order (api.player_lock), so two invitations with players in common
+    cannot deadlock. The wait is bounded: 503 `seating_busy`, nothing checked or held. A free
+    table holds no money: no lock, nothing to wait for."""
+    if not is_paid(tier):
+        yield
+        return
+    slots = _slots.get(db)
+    if slots is None:
+        slots = _slots[db] = asyncio.Semaphore(MAX_LOCKED_SEATINGS)
+    try:
+        await asyncio.wait_for(slots.acquire(), SEAT_LOCK_WAIT_MS / 1000)
+    except TimeoutError:
+        raise _busy() from None
+    try:
+        async with db.begin() as conn:
+            keys = [seat_lock_key(p) for p in players]
+            await player_lock.lock_keys(conn, keys, SEAT_LOCK_WAIT_MS, _busy())
+            yield
+    finally:
+        slots.release()
 
 
 async def check_may_sit(

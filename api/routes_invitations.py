@@ -10,6 +10,7 @@ invitation open) before it claims the invitation and seats everyone: the inviter
 (the join the invitation stands for), any other team by the new private table's code. The
 joins' idempotency keys are the invitation's, so accepting again after a 503 replays them; a
 refusal midway releases the seats already taken, and the invitation is `failed` with its reason.
+An acceptance at a paid tier holds every player's seating lock from its checks to the seating.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from litestar.params import FromPath, JSONBody, Parameter
 from api import invitations
 from api.accounts import User
 from api.backends import call, get_backends
+from api.eligibility import seating_lock
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role
 from api.invitations import Invitation, Seat
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
@@ -189,6 +191,17 @@ async def _table_of(request: Request[Any, Any, Any], table_id: str, me: str) -> 
 
 
 async def _accept(request: Request[Any, Any, Any], inv: Invitation, me: User) -> InvitationOut:
+    """Accept under every player's seating lock (in one fixed order: two invitations with
+    players in common cannot deadlock), so the checks and the holds of the last acceptance
+    are not interleaved with another seating of any of them."""
+    async with seating_lock(request.app.state.db, inv.player_ids(), inv.tier):
+        # read again under the locks: another acceptance may have seated everyone meanwhile
+        return await _accept_locked(request, await _mine(request, inv.id, me.id), me)
+
+
+async def _accept_locked(
+    request: Request[Any, Any, Any], inv: Invitation, me: User
+) -> InvitationOut:
     db = request.app.state.db
     if inv.expired or inv.status not in ("pending", "accepted"):
         raise _closed(inv)

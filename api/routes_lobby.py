@@ -2,7 +2,9 @@
 
 The player id sent to matchmaking is always the signed-in player's own. Naming a partner only
 sends him an invitation (api/routes_invitations.py): he is seated, and held his stake, once he
-accepts it in his own session; "play again" after a match is an invitation too. Every seat passes `api.eligibility.check_may_sit` first.
+accepts it in his own session; "play again" after a match is an invitation too. Every seat
+passes `api.eligibility.check_may_sit` first, a paid one under the player's seating lock
+(`api.eligibility.seating_lock`) held until matchmaking has answered.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from litestar.params import FromPath, FromQuery, JSONBody, Parameter
 from api import accounts, eligibility, invitations, limits
 from api.accounts import Session, User
 from api.backends import call, get_backends
-from api.eligibility import Eligible, account_refusal, check_may_sit, is_paid, stake_of
+from api.eligibility import (
+    Eligible,
+    account_refusal,
+    check_may_sit,
+    is_paid,
+    seating_lock,
+    stake_of,
+)
 from api.guards import CurrentSession, CurrentUser, GuardedController, requires_role, signed_in
 from api.openapi_errors import READ_ERRORS, WRITE_ERRORS
 from api.security import client_address
@@ -283,20 +292,23 @@ async def _join_kind(
         )
         return await _invite(request, session, data.partner, new)
     quick = body_type is QuickJoin
-    eligible = await may_sit(request, me.id, me, data.kind, data.tier, random_seat=quick)
-    key = _key(data.idempotency_key)
-    body: QuickJoin | CreatePrivate
-    if quick:
-        body = QuickJoin(
-            idempotency_key=key,
-            player_id=me.id,
-            kind=data.kind,
-            tier=data.tier,
-            unlisted=eligible.random_opponents_only,
-        )
-    else:
-        body = CreatePrivate(idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier)
-    return Response(await joined(request, path, body, me.id))
+    async with seating_lock(request.app.state.db, [me.id], data.tier):
+        eligible = await may_sit(request, me.id, me, data.kind, data.tier, random_seat=quick)
+        key = _key(data.idempotency_key)
+        body: QuickJoin | CreatePrivate
+        if quick:
+            body = QuickJoin(
+                idempotency_key=key,
+                player_id=me.id,
+                kind=data.kind,
+                tier=data.tier,
+                unlisted=eligible.random_opponents_only,
+            )
+        else:
+            body = CreatePrivate(
+                idempotency_key=key, player_id=me.id, kind=data.kind, tier=data.tier
+            )
+        return Response(await joined(request, path, body, me.id))
 
 
 class CatalogueController(GuardedController):
@@ -386,10 +398,11 @@ class LobbyController(GuardedController):
                 idempotency_key=key,
             )
             return await _invite(request, session, data.partner, new)
-        # A private table's tier is known only to matchmaking: checked as a paid seat.
-        await may_sit(request, me.id, me, None, None)
-        body = JoinByCode(idempotency_key=key, player_id=me.id, invite_code=code)
-        return Response(await joined(request, "/v1/join/code", body, me.id))
+        # A private table's tier is known only to matchmaking: checked (and locked) as paid.
+        async with seating_lock(request.app.state.db, [me.id], None):
+            await may_sit(request, me.id, me, None, None)
+            body = JoinByCode(idempotency_key=key, player_id=me.id, invite_code=code)
+            return Response(await joined(request, "/v1/join/code", body, me.id))
 
     @post("/api/lobby/cpu", status_code=200, tags=["lobby"], responses=WRITE_ERRORS)
     async def play_vs_cpu(

@@ -305,6 +305,8 @@ const T = {
     inv_again_sent: "Invitaste a jugar otra vez a", inv_as_partner: "como pareja",
     inv_you: "tú", inv_you_accepted: "aceptaste", inv_waiting: "sin responder",
     inv_retry: "Reintentar", inv_cut_short: "Todos aceptaron: sentándolos… Si la mesa no se abre, reintenta.",
+    // lobby: a paid seating waits for another seating of the same player (api.eligibility)
+    err_seating_busy: "Ya te estamos sentando en otra mesa; inténtalo de nuevo.",
   },
   en: {
     fair_ok: "Your seed was used: hand verified", fair_alarm: "Fairness alarm",
@@ -610,6 +612,8 @@ const T = {
     inv_again_sent: "You invited to play again", inv_as_partner: "as partner",
     inv_you: "you", inv_you_accepted: "you accepted", inv_waiting: "not answered yet",
     inv_retry: "Retry", inv_cut_short: "Everyone accepted: seating you… If the table does not open, retry.",
+    // lobby: a paid seating waits for another seating of the same player (api.eligibility)
+    err_seating_busy: "You are already being seated at another table; try again.",
   },
 };
 const REACTIONS = { aplauso: "👏", risa: "😂", sorpresa: "😮", fuego: "🔥", pulgar: "👍", triste: "😢" };

@@ -380,3 +380,99 @@ def test_lobby_lists_partner_and_play_again_invitations(size: str) -> None:
             assert not errors, errors
         finally:
             browser.close()
+
+
+# Everything of the lobby's outside the game picker that a player reads or presses, and (for
+# a screen where the join panel does not stick) the picker's cards too.
+OUTSIDE_PICKER = (
+    "#lobby-balance, #invitations li, #invitations button, #my-tables li, #code-form input,"
+    " #code-form button, #open-tables li"
+)
+
+UNDER_PANEL = """(sel) => {
+    const panel = document.getElementById("join-form").getBoundingClientRect();
+    const out = [];
+    for (const e of document.querySelectorAll(sel)) {
+        const r = e.getBoundingClientRect();
+        const top = Math.max(r.top, panel.top, 0);
+        const bottom = Math.min(r.bottom, panel.bottom, innerHeight);
+        const left = Math.max(r.left, panel.left), right = Math.min(r.right, panel.right);
+        if (r.height && bottom - top > 0.5 && right - left > 0.5)
+            out.push(`${scrollY}: ${e.tagName} ${e.textContent.trim().slice(0, 30)}`);
+    }
+    return out;
+}"""
+
+
+def _covered_while_scrolling(page: Any, selector: str) -> list[str]:
+    """What the join panel lies over, the page scrolled top to bottom 80 px at a time."""
+    found: list[str] = []
+    height: int = page.evaluate("() => document.documentElement.scrollHeight")
+    for y in [*range(0, height, 80), height]:
+        page.evaluate(f"() => window.scrollTo(0, {y})")
+        found += page.evaluate(UNDER_PANEL, selector)
+    page.evaluate("() => window.scrollTo(0, 0)")
+    return found
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_join_panel_never_covers_invitations_or_balance(size: str) -> None:
+    """With four invitations the join panel, sticky beside the game cards, lies over nothing
+    outside them at any scroll position (it used to hide the last invitations on a phone);
+    accepting shows the answer on the item, not in a toast over the balance; on a phone
+    held sideways the panel does not stick at all, so it covers no card either."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    api = FakeApi()
+    with static_server() as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = (phone_context if size == "phone" else desktop_context)(browser)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.route("**/api/**", api.handle)
+            page.goto(base + "/#lobby")
+            page.wait_for_selector(f"#invites-out li[data-invitation='{SENT_AGAIN}']")
+            page.wait_for_selector("#kind-cards .kind-card")
+            assert _covered_while_scrolling(page, OUTSIDE_PICKER) == []
+            shot(page, "lobby-four-invitations")
+            # It still sticks over the cards it acts on, at the bottom of the screen.
+            page.evaluate(
+                "() => window.scrollTo(0, document.querySelector('.picker')"
+                ".getBoundingClientRect().top + scrollY - innerHeight * 0.4)"
+            )
+            panel = page.locator("#join-form").bounding_box()
+            assert panel is not None
+            assert abs(panel["y"] + panel["height"] - page.viewport_size["height"]) <= 1
+            if size == "phone":  # kept short: under a fifth of the screen
+                assert panel["height"] < 0.2 * page.viewport_size["height"], panel
+                assert small_targets(page, "#join-form") == []
+            page.evaluate("() => window.scrollTo(0, 0)")
+
+            # Accepting: the item says so; nothing lies over the balance.
+            _item(page, "invites-in", REMATCH).locator("[data-test=invite-accept]").click()
+            page.wait_for_function(
+                f"() => document.querySelector(\"#invites-in li[data-invitation='{REMATCH}']\")"
+                "?.dataset.answer === 'accepted'"
+            )
+            over_balance = page.evaluate(
+                """() => {
+                    const f = document.getElementById("flash");
+                    const a = f.getBoundingClientRect();
+                    const b = document.querySelector(".wallet-line").getBoundingClientRect();
+                    return f.textContent !== "" && a.left < b.right && b.left < a.right
+                        && a.top < b.bottom && b.top < a.bottom;
+                }"""
+            )
+            assert not over_balance, page.inner_text("#flash")
+
+            if size == "phone":
+                page.set_viewport_size({"width": 844, "height": 390})
+                selector = f"{OUTSIDE_PICKER}, #kind-cards .kind-card"
+                assert _covered_while_scrolling(page, selector) == []
+                assert_fits(page, "lobby sideways")
+            assert not errors, errors
+        finally:
+            browser.close()

@@ -1,6 +1,6 @@
 """The wallet's verification line and the match-over "play again" panel in Chromium, on the
 page alone with the API answered by the test (page.route): the states a player sees (propose,
-waiting for N, asked to accept, declined, expired, seated, withdrawn), at phone and desktop sizes, with
+waiting for N, asked to accept, declined, expired, seated, withdrawn, seating cut short), at phone and desktop sizes, with
 touch targets of 44 px, no overflow and no serious axe-core violation."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ pytestmark = [pytest.mark.browser]
 
 def _rematch(status: str, my_answer: str, waiting: int, mine: bool = False) -> dict[str, Any]:
     """The "play again" invitation of m-1 as ben sees it (as ana, its proposer, when `mine`);
-    status "seated" is an accepted invitation with its table."""
+    status "seated" is an accepted invitation with its table, "cut short" one without (its
+    seating stopped by a failing service after everyone accepted)."""
     return {
         "invitation_id": 7,
         "inviter": "ana",
@@ -38,7 +39,7 @@ def _rematch(status: str, my_answer: str, waiting: int, mine: bool = False) -> d
         "tier": "10",
         "invite_code": None,
         "match_id": "m-1",
-        "status": "accepted" if status == "seated" else status,
+        "status": "accepted" if status in ("seated", "cut short") else status,
         "failure": None,
         "table_id": "t-9" if status == "seated" else None,
         "created_at": "2026-12-02T01:59:00Z",
@@ -203,6 +204,71 @@ def test_verification_line_and_play_again_states(size: str) -> None:
             )
             assert api.posts[-1] == "invitations/7/cancel"
             assert _state(page) == "Retiraste la propuesta."
+            assert not errors, errors
+        finally:
+            browser.close()
+
+
+CUT_SHORT = "Todos aceptaron: sentándolos… Si la mesa no se abre, reintenta."
+
+
+@pytest.mark.parametrize("size", ["phone", "desktop"])
+def test_seating_cut_short_offers_retry_to_every_player(size: str) -> None:
+    """Everyone accepted but a failing service cut the seating short: the panel says so in the
+    lobby's words, to the proposer and to the others alike, with Retry (an acceptance again,
+    which replays the seating); the retry that seats everyone opens the new table."""
+    need_chromium()
+    from playwright.sync_api import sync_playwright
+
+    api = FakeApi()
+    with static_server() as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            context = (phone_context if size == "phone" else desktop_context)(browser)
+            page = context.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.route("**/api/**", api.handle)
+            page.goto(base + "/")
+            page.wait_for_selector("#screen-login:not([hidden])")
+
+            for mine in (False, True):  # ben, who accepted; ana, who proposed it
+                api.rematch = _rematch("cut short", "accepted", 0, mine=mine)
+                page.evaluate(MOUNT)
+                page.wait_for_selector("[data-test=rematch-retry]")
+                assert page.locator(".rematch").get_attribute("data-status") == "seating"
+                assert _state(page) == CUT_SHORT, mine
+                buttons = page.eval_on_selector_all(
+                    "#match-over button", "bs => bs.map(b => b.textContent)"
+                )
+                assert buttons == ["Reintentar"], (mine, buttons)
+                if not mine:
+                    shot(page, "rematch-cut-short")
+                    assert small_targets(page, "#match-over") == []
+                    assert axe_panel(page) == [], "rematch cut short"
+                    assert_fits(page, "rematch cut short")
+                    # A poll that changes nothing keeps the focused button (not rebuilt);
+                    # the next poll is asked only once the one before it was applied.
+                    retry = page.locator("[data-test=rematch-retry]")
+                    retry.focus()
+                    for _ in range(2):
+                        with page.expect_request("**/api/invitations/by-match/m-1"):
+                            pass
+                    assert retry.evaluate("b => b === document.activeElement")
+                # Retry: the seating replayed, everyone seated, the new table opens.
+                page.click("[data-test=rematch-retry]")
+                page.wait_for_function("() => window.seated === 't-9'")
+                assert api.posts[-1] == "invitations/7/accept"
+
+            # English: the same words as the lobby's list.
+            page.click("#lang")
+            api.rematch = _rematch("cut short", "accepted", 0)
+            page.evaluate(MOUNT)
+            page.wait_for_selector("[data-test=rematch-retry]")
+            assert _state(page) == (
+                "Everyone accepted: seating you… If the table does not open, retry."
+            )
+            assert page.inner_text("[data-test=rematch-retry]") == "Retry"
             assert not errors, errors
         finally:
             browser.close()

@@ -178,9 +178,9 @@ const finished = new Set();
 async function inviteAction(inv, action) {
   await guard(async () => {
     const r = await post(`/api/invitations/${inv.invitation_id}/${action}`);
-    if (action !== "accept") return;
-    flash(t("accepted"));
-    if (r.table?.match_id) openTable(r.table.match_id, r.table);
+    // The item itself then says "you accepted" (the list is a live region), or the table
+    // opens: a toast would say it again over the balance on a phone.
+    if (action === "accept" && r.table?.match_id) openTable(r.table.match_id, r.table);
   });
   if ($("screen-table").hidden) guard(loadLobby);
 }

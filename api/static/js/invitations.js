@@ -13,6 +13,12 @@ export function inviteWhat(inv, kindTitle) {
   return inv.match_id ? `${t("playagain")} · ${game}` : game;
 }
 
+// Everyone accepted and no table yet: being seated, or cut short by a failing service; any
+// player may accept again ("Retry"), which replays the seating (nothing is taken twice).
+// The match-over panel (rematch.js) shows the same state with the same words.
+export const seatingCutShort = (inv) => inv.status === "accepted" && !inv.table_id;
+export const CUT_SHORT = { line: "inv_cut_short", retry: "inv_retry" };
+
 function secondsLeft(inv) {
   return Math.max(0, Math.round((Date.parse(inv.expires_at) - Date.now()) / 1000));
 }
@@ -39,7 +45,7 @@ function whoLines(inv, me) {
 function statusLine(inv, me) {
   const waiting = inv.players.filter((p) => p.answer === "pending").map((p) => p.player);
   const names = [...(waiting.includes(me) ? [t("inv_you")] : []), ...waiting.filter((p) => p !== me)];
-  if (inv.status === "accepted") return el("span", { class: "sub", text: t("inv_cut_short") });
+  if (seatingCutShort(inv)) return el("span", { class: "sub", text: t(CUT_SHORT.line) });
   const parts = [];
   if (!inv.sent_by_me && inv.my_answer === "accepted") parts.push(t("inv_you_accepted"));
   if (waiting.some((p) => p !== me)) parts.push(`${t("inv_waiting")}: ${names.join(", ")}`);
@@ -57,9 +63,7 @@ function item(inv, me, kindTitle, act) {
     b.setAttribute("aria-label", `${t(label)}: ${what} · ${who}`);
     return b;
   };
-  // Everyone accepted and no table yet: being seated, or cut short by a failing service;
-  // any of them may accept again, which replays the seating (nothing is taken twice).
-  const buttons = inv.status === "accepted" ? [button("accept", true, "inv_retry")]
+  const buttons = seatingCutShort(inv) ? [button("accept", true, CUT_SHORT.retry)]
     : inv.sent_by_me ? [button("cancel")]
     : inv.my_answer === "accepted" ? [button("decline")] // he may still withdraw his yes
     : [button("accept", true), button("decline")];

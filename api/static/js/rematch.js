@@ -3,7 +3,8 @@
 // invitation to everyone of the match (api/routes_invitations.py): nobody is seated until
 // everyone has accepted.
 import { el, get, post, ApiError } from "./api.js";
-import { t, has, num } from "./i18n.js";
+import { t, has, num, getLang } from "./i18n.js";
+import { seatingCutShort, CUT_SHORT } from "./invitations.js";
 
 const POLL_MS = 2000;
 const MAX_POLLS = 900; // half an hour at most, then the panel stops asking
@@ -21,6 +22,7 @@ export class RematchPanel {
     this.polls = 0;
     this.timer = null;
     this.rematch = null;
+    this.shown = "";
     this.box = el("div", { class: "rematch", "data-test": "rematch" });
     this.line = el("p", { class: "rematch-state", "data-test": "rematch-state", role: "status" });
     this.actions = el("div", { class: "row" });
@@ -77,6 +79,7 @@ export class RematchPanel {
     for (const b of this.actions.querySelectorAll("button")) b.disabled = true;
     try {
       this.show(await call());
+      for (const b of this.actions.querySelectorAll("button")) b.disabled = false;
       this.schedule();
     } catch (e) {
       this.say(reason(e));
@@ -90,6 +93,11 @@ export class RematchPanel {
     this.rematch = { ...r, status };
     const id = r.invitation_id;
     this.box.dataset.status = status;
+    // A poll that changes nothing leaves the panel alone: rebuilding it would take the focus
+    // off its button, announce the status line again and wipe a refusal just shown.
+    const key = JSON.stringify([getLang(), status, r.my_answer, r.waiting_for, r.sent_by_me, r.inviter]);
+    if (key === this.shown) return;
+    this.shown = key;
     if (status === "pending" && r.my_answer === "pending") {
       this.say(`${t("rm_invited")}: ${r.inviter}`);
       this.actions.replaceChildren(
@@ -98,13 +106,19 @@ export class RematchPanel {
       );
       return;
     }
-    if (status === "pending" || status === "seating") {
+    if (seatingCutShort(r)) {
+      // As the lobby lists it: anyone, the proposer too, may replay the seating.
+      this.say(t(CUT_SHORT.line));
+      this.actions.replaceChildren(this.button(CUT_SHORT.retry, "rematch-retry", () => this.act(() => post(`/api/invitations/${id}/accept`)), true));
+      return;
+    }
+    if (status === "pending") {
       this.say(`${t("rm_waiting")}: ${num(r.waiting_for)}`);
       // The proposer withdraws it; anyone else declines (both end it for everyone).
       const end = r.sent_by_me
         ? this.button("cancel", "rematch-cancel", () => this.act(() => post(`/api/invitations/${id}/cancel`)))
         : this.button("rm_decline", "rematch-decline", () => this.act(() => post(`/api/invitations/${id}/decline`)));
-      this.actions.replaceChildren(...(status === "pending" ? [end] : []));
+      this.actions.replaceChildren(end);
       return;
     }
     this.actions.replaceChildren();

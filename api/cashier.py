@@ -4,13 +4,15 @@
 movement (the operator CLI no longer does). In order, under the player's cashier lock:
 
 1. the player exists and is a player;
-2. a retry of an idempotency key the ledger already posted answers the ledger's replay
-   (`replayed: true`, the same entry): the first request passed the checks below when it
-   was made, and a window that now counts it must not refuse its retry;
-3. a verified adult in an allowed region (api/identity.py);
-4. a deposit: not cooling off, within his deposit limits (`api.limits.check_deposit`);
+2. a verified adult in an allowed region (api/identity.py);
+3. a deposit: not cooling off, within his deposit limits (`api.limits.check_deposit`);
    a withdrawal: no compliance hold (integrity's `active_hold`);
-5. the ledger posts it; the staff audit line commits with the lock's transaction.
+4. the ledger posts it (a retry of a key it already posted is answered with its first
+   posting, `replayed: true`); the staff audit line commits with the lock's transaction.
+
+A retry refused by 2 or 3 is asked of the ledger before it is refused: if the key was posted,
+the first request passed these checks when it was made, and a window that now counts it
+must not refuse its retry: the answer is the ledger's replay.
 
 The lock (`lock_player`) is held from the checks through the ledger's answer, so two
 deposits at the same instant cannot both pass a limit that only one fits, and a compliance
@@ -165,10 +167,17 @@ async def move(state: Any, actor: User, data: CashierRequest, kind: Kind) -> Cas
             idempotency_key=key, player=data.player, amount=data.amount, reference=data.reference
         )
     async with player_locked(state.db, data.player) as conn:
-        # Only a key the caller chose can be a retry (a fresh random one never is).
-        result = None if data.idempotency_key is None else await _replay(ledger, kind, body)
-        if result is None:
+        try:
             await _check(state, conn, data, kind)
+        except ServiceError:
+            # A retry of a movement already posted passed these checks when it was made (a
+            # window that now counts it must not refuse it): the ledger's first answer. Only
+            # a key the caller chose can be a retry, and only a refused one needs the lookup:
+            # a retry that passes is replayed by the posting itself.
+            result = None if data.idempotency_key is None else await _replay(ledger, kind, body)
+            if result is None:
+                raise
+        else:
             if kind == "deposit":
                 # players who registered before wallets were opened at sign-up (or while the
                 # ledger was unreachable) get theirs now: he exists, checked above

@@ -9,7 +9,7 @@ waiting on the player's lock in `pg_locks` (or, without the lock, has got as far
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from api.backends import get_backends
 from services.common.db import create_engine
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user, sign_in
+from tests.api.lock_helpers import lock_waiters, until
 from tests.api.platform_stack import COMPONENTS
 from tests.api.test_api_invitations import Players, players
 
@@ -35,7 +36,7 @@ def platform_db(database_url: str) -> str:
 
 @pytest.fixture
 async def su(platform_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(platform_db, as_app_role=False)  # reads pg_locks, holds the lock
+    engine = create_engine(platform_db, as_app_role=False)  # reads pg_locks, holds locks
     try:
         yield engine
     finally:
@@ -65,27 +66,8 @@ def _move(player: str, amount: int, key: str | None = None) -> dict[str, Any]:
 
 
 async def _lock_waiters(su: AsyncEngine, player: str) -> int:
-    """Requests waiting for `player`'s cashier lock (a bigint advisory key shows in pg_locks
-    as its high and low 32 bits, objsubid 1)."""
-    key = cashier.lock_key(player) & 0xFFFF_FFFF_FFFF_FFFF
-    async with su.connect() as conn:
-        found = await conn.execute(
-            text(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                "AND objsubid = 1 AND classid::bigint = :hi AND objid::bigint = :lo"
-            ),
-            {"hi": key >> 32, "lo": key & 0xFFFF_FFFF},
-        )
-        return int(found.scalar_one())
-
-
-async def _until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Await a state of the system (bounded), polling it."""
-    for _ in range(2000):
-        if await condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never happened: {what}")
+    """Requests waiting for `player`'s cashier lock."""
+    return await lock_waiters(su, [cashier.lock_key(player)])
 
 
 class LedgerGate:
@@ -142,7 +124,7 @@ async def test_concurrent_deposits_post_only_what_the_limit_allows(
             # Each is either at the ledger or waiting for the player's lock.
             return gate.arrived + await _lock_waiters(su, "lk_ana") == 3
 
-        await _until(all_in_place, "three deposits at the ledger or on the lock")
+        await until(all_in_place, "three deposits at the ledger or on the lock")
         gate.go.set()
         answers = await asyncio.gather(*moves)
         codes = sorted(
@@ -187,7 +169,7 @@ async def test_a_hold_placed_while_a_withdrawal_waits_on_the_lock_is_honoured(
         async def withdrawal_waits_or_ended() -> bool:
             return out.done() or await _lock_waiters(su, "lk_bob") == 1
 
-        await _until(withdrawal_waits_or_ended, "the withdrawal on the lock")
+        await until(withdrawal_waits_or_ended, "the withdrawal on the lock")
         resume.set()
         held, refused = await hold, await out
         assert held.status_code == 200, held.text
@@ -215,7 +197,7 @@ async def test_a_hold_waits_for_a_withdrawal_in_flight_then_refuses_the_next(
         async def at_the_ledger() -> bool:
             return gate.arrived == 1
 
-        await _until(at_the_ledger, "the withdrawal at the ledger")
+        await until(at_the_ledger, "the withdrawal at the ledger")
         hold = asyncio.create_task(
             officer.post("/api/compliance/players/lk_cris/hold", json={"reason": "review"})
         )
@@ -223,7 +205,7 @@ async def test_a_hold_waits_for_a_withdrawal_in_flight_then_refuses_the_next(
         async def hold_waits_or_ended() -> bool:
             return hold.done() or await _lock_waiters(su, "lk_cris") == 1
 
-        await _until(hold_waits_or_ended, "the hold on the lock")
+        await until(hold_waits_or_ended, "the hold on the lock")
         # The hold is not placed while the withdrawal it could not stop is being posted.
         assert not hold.done()
         gate.go.set()
@@ -343,7 +325,7 @@ async def test_a_limit_change_made_while_a_deposit_waits_on_the_lock_is_honoured
         async def deposit_waits_or_ended() -> bool:
             return deposit.done() or await _lock_waiters(su, player) == 1
 
-        await _until(deposit_waits_or_ended, "the deposit on the lock")
+        await until(deposit_waits_or_ended, "the deposit on the lock")
         resume.set()
         done, refused = await changed, await deposit
         assert done.status_code == 200, done.text

@@ -24,9 +24,9 @@ from services.common.db import create_engine
 from services.common.errors import ServiceError
 from services.common.migrate import upgrade
 from tests.api.api_helpers import make_user
+from tests.api.lock_helpers import lock_waiters, until
 from tests.api.platform_stack import COMPONENTS
 from tests.api.test_api_invitations import Players, players
-from tests.api.test_api_limits_cashier import _until
 
 STAKE = 1000  # tier "10"
 JOINS = ("/v1/join/quick", "/v1/tables/private", "/v1/join/code")
@@ -40,7 +40,7 @@ def platform_db(database_url: str) -> str:
 
 @pytest.fixture
 async def su(platform_db: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_engine(platform_db, as_app_role=False)  # reads pg_locks, holds a lock
+    engine = create_engine(platform_db, as_app_role=False)  # reads pg_locks, holds locks
     try:
         yield engine
     finally:
@@ -57,21 +57,8 @@ async def _finance(platform_db: str) -> None:
 
 
 async def _seat_lock_waiters(su: AsyncEngine, *names: str) -> int:
-    """Requests waiting for one of these players' seating locks (a bigint advisory key shows in
-    pg_locks as its high and low 32 bits, objsubid 1)."""
-    waiting = 0
-    async with su.connect() as conn:
-        for name in names:
-            key = eligibility.seat_lock_key(name) & 0xFFFF_FFFF_FFFF_FFFF
-            found = await conn.execute(
-                text(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
-                    "AND objsubid = 1 AND classid::bigint = :hi AND objid::bigint = :lo"
-                ),
-                {"hi": key >> 32, "lo": key & 0xFFFF_FFFF},
-            )
-            waiting += int(found.scalar_one())
-    return waiting
+    """Requests waiting for one of these players' seating locks."""
+    return await lock_waiters(su, [eligibility.seat_lock_key(n) for n in names])
 
 
 class JoinGate:
@@ -109,7 +96,7 @@ async def test_two_paid_seatings_at_once_pass_a_loss_limit_only_once(
         quick = asyncio.create_task(
             me.post("/api/lobby/quick-join", json={"kind": "cubana-habana", "tier": "10"})
         )
-        await _until(lambda: _true(gate.arrived == 1), "the quick join at matchmaking")
+        await until(lambda: _true(gate.arrived == 1), "the quick join at matchmaking")
         private = asyncio.create_task(
             me.post("/api/lobby/private", json={"kind": "apuesta-1v1", "tier": "10"})
         )
@@ -117,7 +104,7 @@ async def test_two_paid_seatings_at_once_pass_a_loss_limit_only_once(
         async def private_waits_or_joins() -> bool:
             return gate.arrived == 2 or await _seat_lock_waiters(su, "sl_ana") == 1
 
-        await _until(private_waits_or_joins, "the private table on the lock or at matchmaking")
+        await until(private_waits_or_joins, "the private table on the lock or at matchmaking")
         gate.go.set()
         seated, refused = await quick, await private
         assert seated.status_code == 200, seated.text
@@ -151,13 +138,13 @@ async def test_two_invitations_accepted_at_once_pass_a_loss_limit_only_once(
             ids.append(r.json()["invitation_id"])
         gate = JoinGate(ps, monkeypatch)
         first = asyncio.create_task(me.post(f"/api/invitations/{ids[0]}/accept"))
-        await _until(lambda: _true(gate.arrived == 1), "the first acceptance at matchmaking")
+        await until(lambda: _true(gate.arrived == 1), "the first acceptance at matchmaking")
         second = asyncio.create_task(me.post(f"/api/invitations/{ids[1]}/accept"))
 
         async def second_waits_or_joins() -> bool:
             return gate.arrived == 2 or await _seat_lock_waiters(su, "sl_eli") == 1
 
-        await _until(second_waits_or_joins, "the second acceptance on the lock or at matchmaking")
+        await until(second_waits_or_joins, "the second acceptance on the lock or at matchmaking")
         gate.go.set()
         seated, refused = await first, await second
         assert seated.status_code == 200 and seated.json()["table"], seated.text
@@ -234,11 +221,11 @@ async def test_two_invitations_with_the_same_players_accepted_at_once_do_not_dea
             await take_one(conn, key)
             taken.append(key)
             if len(taken) == 1:
-                await _until(other_in, "the second acceptance on a seating lock")
+                await until(other_in, "the second acceptance on a seating lock")
 
         monkeypatch.setattr(player_lock, "take_one", paused_take_one)
         one = asyncio.create_task(ps[bea].post(f"/api/invitations/{first}/accept"))
-        await _until(lambda: _true(len(taken) == 1), "the first acceptance holding a lock")
+        await until(lambda: _true(len(taken) == 1), "the first acceptance holding a lock")
         two = asyncio.create_task(ps[ana].post(f"/api/invitations/{second}/accept"))
         answers = [await one, await two]
         for answer in answers:

@@ -131,8 +131,12 @@ def test_report_dialog_and_random_only_switch(where: str) -> None:
             page.click("[data-test=nav-wallet]")
             box = page.locator("[data-test=random-only]")
             box.wait_for(state="visible")
+            page.wait_for_function("() => !document.getElementById('random-only').disabled")
             assert not box.is_checked()
-            box.check()
+            with page.expect_response(
+                lambda r: r.url.endswith("/api/preferences") and r.request.method == "PUT"
+            ):
+                box.check()
             page.wait_for_function("() => !document.getElementById('random-only').disabled")
             assert fake.random_only
             assert_fits(page, "wallet")

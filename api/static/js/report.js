@@ -62,8 +62,11 @@ export async function openReport(matchId, myId) {
 // The "random opponents only" switch on the wallet screen.
 export async function loadRandomOnly() {
   const box = $("random-only");
+  // Not usable until it shows the saved choice: a tap before that would be overwritten by it.
+  box.disabled = true;
   const prefs = await get("/api/preferences");
   box.checked = Boolean(prefs.random_opponents_only);
+  box.disabled = false;
   box.onchange = async () => {
     box.disabled = true;
     try {
